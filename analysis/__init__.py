@@ -1,0 +1,1 @@
+"""tierlab.analysis — figures and tables, one module per figure; they read result tables only."""

@@ -1,0 +1,37 @@
+/* cpu.c — probe the CPU once, cache the answer; the scalar override.
+ * SIMD code is compiled in target regions (no global -m flags), so the
+ * library runs on any x86-64 and picks its path here at run time. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "tierlab.h"
+
+enum { TL_PROBED = 1, TL_SSSE3 = 2, TL_AVX2 = 4 };
+
+static _Atomic int tl_cpu_bits = 0;
+static _Atomic int tl_scalar = 0;
+
+static int tl_probe(void) {
+    int bits = atomic_load_explicit(&tl_cpu_bits, memory_order_relaxed);
+    if (bits) return bits;
+    bits = TL_PROBED;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1")) bits |= TL_SSSE3;
+    if (__builtin_cpu_supports("avx2")) bits |= TL_AVX2;
+#endif
+    atomic_store_explicit(&tl_cpu_bits, bits, memory_order_relaxed);
+    return bits;
+}
+
+int tierlab_cpu_has_avx2(void) { return !atomic_load(&tl_scalar) && (tl_probe() & TL_AVX2); }
+int tierlab_cpu_has_ssse3(void) { return !atomic_load(&tl_scalar) && (tl_probe() & TL_SSSE3); }
+
+const char *tierlab_cpu_features(void) {
+    static const char *names[] = {"", "ssse3,sse4.1", "avx2", "ssse3,sse4.1,avx2"};
+    int bits = tl_probe();
+    return names[((bits & TL_SSSE3) ? 1 : 0) + ((bits & TL_AVX2) ? 2 : 0)];
+}
+
+void tierlab_force_scalar(int on) { atomic_store(&tl_scalar, on ? 1 : 0); }
+int tierlab_scalar_forced(void) { return atomic_load(&tl_scalar); }

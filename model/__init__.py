@@ -1,0 +1,1 @@
+"""tierlab.model — the SimPy model of APCache (APCACHE.md). Not yet written (issue 4)."""

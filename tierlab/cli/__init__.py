@@ -1,0 +1,46 @@
+"""The `tierlab` command: one module per command group (list, bench, ...).
+
+Each group module exposes `register(subparsers)`; it adds its parser and sets
+`func` to a function taking the parsed args and returning an exit status.
+User mistakes raise TierlabError: printed as one line, exit status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import TierlabError
+from . import bench, list_
+
+GROUPS = [list_, bench]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tierlab",
+        description="Memory-tier placement for compressed inverted indexes: native kernels, "
+        "traces, simulator configs, a SimPy model of APCache, and their validation.",
+    )
+    p.add_argument("--version", action="version", version=f"tierlab {__version__}")
+    sub = p.add_subparsers(dest="group", metavar="COMMAND")
+    sub.required = True
+    for g in GROUPS:
+        g.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except TierlabError as e:
+        print(f"tierlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tierlab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Binding to the C kernels (libtierlab) through cffi in ABI mode.
+
+The cdef is read from the one public header, kernels/include/tierlab.h, so the
+binding cannot drift from the C API. `make build` copies the library and the
+header into tierlab/_native/; TIERLAB_NATIVE_DIR points elsewhere (e.g. at a
+sanitizer build).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TierlabError
+
+_PKG_NATIVE = Path(__file__).resolve().parent / "_native"
+
+ECORRUPT = -1
+EINVAL = -2
+
+
+def native_dir() -> Path:
+    return Path(os.environ.get("TIERLAB_NATIVE_DIR", _PKG_NATIVE))
+
+
+def _cdef_from_header(text: str) -> str:
+    """Strip what cffi's parser cannot take: preprocessor lines (except integer
+    #defines) and the C++ guard."""
+    text = re.sub(r"#ifdef __cplusplus.*?#endif", "", text, flags=re.S)
+    keep = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            if re.match(r"#define\s+TIERLAB_\w+\s+\(?-?\d+\)?", line):
+                keep.append(re.sub(r"/\*.*", "", line).replace("(", " ").replace(")", " "))
+            continue
+        keep.append(line)
+    return "\n".join(keep)
+
+
+@lru_cache(maxsize=None)
+def ffi_lib():
+    """(ffi, lib) for libtierlab; a clear TierlabError if it is not built."""
+    import cffi
+
+    d = native_dir()
+    header, so = d / "tierlab.h", d / "libtierlab.so"
+    if not so.exists() or not header.exists():
+        raise TierlabError(
+            f"the C kernels are not built ({so} missing): run `make build` in the repository"
+        )
+    ffi = cffi.FFI()
+    ffi.cdef(_cdef_from_header(header.read_text()))
+    return ffi, ffi.dlopen(str(so))
+
+
+@dataclass(frozen=True)
+class Codec:
+    """One entry of the C codec registry."""
+
+    name: str
+    delta: bool
+    _ptr: object
+
+    @property
+    def impl(self) -> str:
+        ffi, _ = ffi_lib()
+        return ffi.string(self._ptr.impl()).decode()
+
+    def max_encoded_bytes(self, n: int) -> int:
+        return int(self._ptr.max_encoded_bytes(n))
+
+    def encode(self, values, prev: int = 0) -> bytes:
+        """Encode one block (<= 256 values) and return its bytes."""
+        ffi, _ = ffi_lib()
+        arr = np.ascontiguousarray(values, dtype=np.uint32)
+        out = ffi.new("uint8_t[]", max(1, self.max_encoded_bytes(len(arr))))
+        got = self._ptr.encode(ffi.from_buffer("uint32_t[]", arr), len(arr), prev, out)
+        if got < 0:
+            raise TierlabError(f"{self.name}: cannot encode a block of {len(arr)} values (error {got})")
+        return bytes(ffi.buffer(out, got))
+
+    def decode(self, data: bytes, n: int, prev: int = 0) -> tuple[np.ndarray, int]:
+        """Decode n values; returns (values, bytes consumed). Raises on corrupt input."""
+        ffi, _ = ffi_lib()
+        out = np.zeros(max(n, 1), dtype=np.uint32)
+        src = ffi.new("uint8_t[]", bytes(data) or b"\0")  # a private copy of exactly len(data)
+        got = self._ptr.decode(src, len(data), n, prev, ffi.from_buffer("uint32_t[]", out))
+        if got == ECORRUPT:
+            raise CorruptBlock(f"{self.name}: corrupt or truncated block ({len(data)} bytes, n={n})")
+        if got < 0:
+            raise TierlabError(f"{self.name}: invalid decode request (n={n}, error {got})")
+        return out[:n], int(got)
+
+
+class CorruptBlock(TierlabError):
+    """The encoded bytes are not a valid block."""
+
+
+def codecs() -> list[Codec]:
+    """The registry, in registry order."""
+    ffi, lib = ffi_lib()
+    out = []
+    for i in range(lib.tierlab_codec_count()):
+        p = lib.tierlab_codec_at(i)
+        out.append(Codec(ffi.string(p.name).decode(), bool(p.delta), p))
+    return out
+
+
+def codec(name: str) -> Codec:
+    for c in codecs():
+        if c.name == name:
+            return c
+    names = ", ".join(c.name for c in codecs())
+    raise TierlabError(f"unknown codec '{name}'; known codecs: {names}")
+
+
+def cpu_features() -> str:
+    ffi, lib = ffi_lib()
+    return ffi.string(lib.tierlab_cpu_features()).decode()
+
+
+def force_scalar(on: bool) -> None:
+    _, lib = ffi_lib()
+    lib.tierlab_force_scalar(1 if on else 0)
