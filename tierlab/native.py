@@ -70,6 +70,13 @@ class Codec:
         ffi, _ = ffi_lib()
         return ffi.string(self._ptr.impl()).decode()
 
+    @property
+    def freq(self) -> "Codec":
+        """The codec of this configuration's frequency blocks (never delta-coded)."""
+        ffi, lib = ffi_lib()
+        p = lib.tierlab_codec_freq(self._ptr)
+        return Codec(ffi.string(p.name).decode(), bool(p.delta), p)
+
     def max_encoded_bytes(self, n: int) -> int:
         return int(self._ptr.max_encoded_bytes(n))
 

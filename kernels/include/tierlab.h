@@ -63,12 +63,19 @@ typedef struct tierlab_codec {
     /* Which implementation decode uses on this CPU right now: "simd" or
      * "scalar" (see tierlab_force_scalar). */
     const char *(*impl)(void);
+    /* The codec this configuration uses for frequency blocks: the same family,
+     * never delta-coded (ENGINE.md). NULL means this codec itself. Use
+     * tierlab_codec_freq() rather than reading the field. */
+    const struct tierlab_codec *freq;
 } tierlab_codec;
 
 /* The codec registry (kernels/src/codecs/registry.c is the single table). */
 size_t tierlab_codec_count(void);
 const tierlab_codec *tierlab_codec_at(size_t i); /* NULL when out of range */
 const tierlab_codec *tierlab_codec_find(const char *name); /* NULL if unknown */
+/* The codec for the frequency blocks of configuration c (never NULL for a
+ * non-NULL c; a non-delta codec, e.g. "pfor" for "pfor-delta"). */
+const tierlab_codec *tierlab_codec_freq(const tierlab_codec *c);
 
 /* CPU features, probed once and cached (thread-safe). */
 int tierlab_cpu_has_avx2(void);
@@ -111,8 +118,14 @@ int tierlab_bench_encode_blocks(const tierlab_codec *codec, const uint32_t *in,
  * the same loop as above (used for Debian's libstreamvbyte as a peer). */
 typedef size_t (*tierlab_foreign_decode_fn)(const uint8_t *in, uint32_t *out,
                                             uint32_t count);
-int tierlab_bench_foreign_decode(tierlab_foreign_decode_fn fn, const uint8_t *enc,
-                                 const uint64_t *offsets, const uint32_t *lens,
+/* ... and with streamvbyte_delta_decode's signature (takes prev). Give exactly
+ * one of fn / delta_fn; prevs is read only with delta_fn. */
+typedef size_t (*tierlab_foreign_delta_decode_fn)(const uint8_t *in, uint32_t *out,
+                                                  uint32_t count, uint32_t prev);
+int tierlab_bench_foreign_decode(tierlab_foreign_decode_fn fn,
+                                 tierlab_foreign_delta_decode_fn delta_fn,
+                                 const uint8_t *enc, const uint64_t *offsets,
+                                 const uint32_t *lens, const uint32_t *prevs,
                                  size_t nblocks, uint32_t *out, int whole_list,
                                  int reps, uint64_t *pass_ns);
 

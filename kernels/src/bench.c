@@ -61,16 +61,21 @@ int tierlab_bench_encode_blocks(const tierlab_codec *codec, const uint32_t *in,
     return 0;
 }
 
-int tierlab_bench_foreign_decode(tierlab_foreign_decode_fn fn, const uint8_t *enc,
-                                 const uint64_t *offsets, const uint32_t *lens, size_t nblocks,
-                                 uint32_t *out, int whole_list, int reps, uint64_t *pass_ns) {
-    if (!fn || !enc || !offsets || !lens || !out || !pass_ns || reps < 1) return TIERLAB_EINVAL;
+int tierlab_bench_foreign_decode(tierlab_foreign_decode_fn fn,
+                                 tierlab_foreign_delta_decode_fn delta_fn, const uint8_t *enc,
+                                 const uint64_t *offsets, const uint32_t *lens,
+                                 const uint32_t *prevs, size_t nblocks, uint32_t *out,
+                                 int whole_list, int reps, uint64_t *pass_ns) {
+    if (!fn == !delta_fn || (delta_fn && !prevs) || !enc || !offsets || !lens || !out ||
+        !pass_ns || reps < 1)
+        return TIERLAB_EINVAL;
     for (int r = 0; r < reps; r++) {
         uint32_t acc = 0;
         uint32_t *dst = out;
         uint64_t t0 = tl_now_ns();
         for (size_t b = 0; b < nblocks; b++) {
-            fn(enc + offsets[b], dst, lens[b]);
+            if (fn) fn(enc + offsets[b], dst, lens[b]);
+            else delta_fn(enc + offsets[b], dst, lens[b], prevs[b]);
             if (whole_list) dst += lens[b];
             else acc += dst[0];
         }

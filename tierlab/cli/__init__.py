@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     except TierlabError as e:
         print(f"tierlab: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `tierlab list codecs | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("tierlab: interrupted", file=sys.stderr)
         return 130

@@ -23,4 +23,8 @@ const tierlab_codec *tierlab_codec_find(const char *name) {
     return NULL;
 }
 
+const tierlab_codec *tierlab_codec_freq(const tierlab_codec *c) {
+    return c && c->freq ? c->freq : c;
+}
+
 const char *tl_impl_scalar(void) { return "scalar"; }
