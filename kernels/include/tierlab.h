@@ -133,6 +133,391 @@ int tierlab_bench_foreign_decode(tierlab_foreign_decode_fn fn,
 int tierlab_bench_memcpy(const uint32_t *src, const uint32_t *lens, size_t nblocks,
                          uint32_t *out, int whole_list, int reps, uint64_t *pass_ns);
 
+/* ==========================================================================
+ * Corpora (WORKLOAD.md "Corpora"): the generator and the term counter
+ * (kernels/src/corpus/generate.c, terms.c)
+ * ==========================================================================
+ *
+ * Writes a synthetic corpus in tierlab's corpus format: UTF-8 (here plain
+ * ASCII) text, one document per line ending in '\n', every line at most
+ * doc_bytes bytes without its '\n', never empty. Words are lower-case ASCII
+ * letters separated by one space, so ENGINE.md's tokeniser (runs of [a-z0-9],
+ * lower-cased) gives back exactly the generated words.
+ *
+ * The token stream is i.i.d. over ranks 1..vocab_max with a two-regime Zipf
+ * law: P(r) ~ r^-zipf_s for r <= knee (the head, the "kernel lexicon") and a
+ * power law with exponent tail_s beyond it, continuous at the knee. Setting
+ * tail_s == zipf_s gives a single Zipf law. Documents are cut from the stream:
+ * words are appended until the next one does not fit in doc_bytes; that word
+ * opens the next document. Vocabulary growth (Heaps' law) follows from the
+ * sampling: about 1/tail_s as the exponent once the tail dominates new terms.
+ *
+ * The word of a rank is fixed (independent of the seed) and injective: rank r
+ * is written with syllables consonant-vowel[-consonant], one syllable for the
+ * 560 most frequent ranks (two-letter words first), then two, three, four
+ * (at most TIERLAB_CORPUS_MAX_WORD letters). Same params + seed => the same
+ * bytes on every platform (IEEE doubles; exp/log are tierlab's own).
+ */
+
+/* Error codes of the corpus functions (negative returns, next to the above). */
+#define TIERLAB_EIO (-3)       /* cannot open, read or write a file; errno kept */
+#define TIERLAB_ENOMEM (-4)    /* out of memory                               */
+#define TIERLAB_ECANCELED (-5) /* the progress callback asked to stop          */
+
+/* Longest generated word, in bytes. */
+#define TIERLAB_CORPUS_MAX_WORD 12
+/* Smallest accepted doc_bytes (a document must hold any word). */
+#define TIERLAB_CORPUS_MIN_DOC_BYTES 16
+/* Largest accepted knee (the head is sampled from a table of knee entries). */
+#define TIERLAB_CORPUS_MAX_KNEE 4194304
+
+/* Progress callback: `done` of `total` units so far (bytes or documents, as
+ * the function says). Return 0 to go on, non-zero to stop (the function then
+ * returns TIERLAB_ECANCELED). Called from the caller's thread. */
+typedef int (*tierlab_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+typedef struct tierlab_corpus_params {
+    uint64_t seed;
+    /* Scale: exactly one of the two is non-zero. With target_bytes the
+     * generator stops after the first document that brings the file (newlines
+     * included) to at least target_bytes; with docs it writes exactly docs
+     * documents (at most 2^32 - 2). */
+    uint64_t target_bytes;
+    uint64_t docs;
+    /* Bytes per document line without its '\n' (at most; documents are filled
+     * to within one word of it). >= TIERLAB_CORPUS_MIN_DOC_BYTES. */
+    uint32_t doc_bytes;
+    /* Ranks are 1..vocab_max (<= 2^31). The counts take 16 bytes of address
+     * space per rank; only the pages of ranks that occur are touched. */
+    uint32_t vocab_max;
+    /* Last rank of the head regime, 1..min(vocab_max, TIERLAB_CORPUS_MAX_KNEE). */
+    uint32_t knee;
+    /* Exponents of the head and the tail, each in (0, 8]. */
+    double zipf_s;
+    double tail_s;
+} tierlab_corpus_params;
+
+typedef struct tierlab_corpus_stats {
+    uint64_t docs;          /* documents written                            */
+    uint64_t bytes;         /* corpus file size, newlines included          */
+    uint64_t tokens;        /* words written                                */
+    uint64_t terms;         /* vocabulary: distinct words written           */
+    uint64_t max_postings;  /* largest document frequency of any word       */
+    double seconds;         /* wall time of the whole call                  */
+} tierlab_corpus_stats;
+
+/* Fill *p with tierlab's defaults: seed 0, target_bytes 100 MB (10^8), docs 0,
+ * doc_bytes 1024, vocab_max 2^24, knee 10000, zipf_s 1.0, tail_s 2.0. */
+void tierlab_corpus_params_default(tierlab_corpus_params *p);
+
+/* Generate a corpus into corpus_path (created or truncated) and, unless
+ * terms_path is NULL, its term table into terms_path: a TSV with the header
+ * line "term\tpostings\toccurrences" and one row per word that occurs
+ * (postings = documents containing it, occurrences = times it occurs), in
+ * rank order (most probable first). Memory: the counts (see vocab_max), 4
+ * bytes per distinct word, 25 bytes per head rank; the text is streamed
+ * through a 1 MiB buffer.
+ * `progress` (may be NULL) is called about every 4 MiB of text and at the
+ * end, in bytes when target_bytes is set, in documents when docs is set.
+ * `stats` (may be NULL) receives the totals, also on error (partial counts).
+ * Returns 0, TIERLAB_EINVAL (bad params, NULL corpus_path), TIERLAB_EIO,
+ * TIERLAB_ENOMEM or TIERLAB_ECANCELED. On error the outputs are incomplete:
+ * the caller removes them (tierlab writes to temporary names and renames).
+ * Thread-safe (no global state); one call uses one core. */
+int tierlab_corpus_generate(const tierlab_corpus_params *p, const char *corpus_path,
+                            const char *terms_path, tierlab_progress_fn progress,
+                            void *ctx, tierlab_corpus_stats *stats);
+
+/* Count the terms of corpus_path and write its term table to terms_path: the
+ * TSV above, rows sorted by occurrences descending, then term in byte order.
+ * Every '\n' ends a document (so does the end of a non-empty last line);
+ * terms are ENGINE.md's tokens: maximal runs of ASCII letters and digits,
+ * lower-cased; any other byte (UTF-8 multi-byte characters included)
+ * separates them. Terms of any length (< 4 GiB) are kept whole. `stats` gets
+ * docs, bytes (of input), tokens, terms, max_postings and seconds (partial
+ * on error). `progress` (may be NULL) gets bytes read of the file size, about
+ * every 4 MiB. Memory: about 100 bytes per distinct term, plus the bytes of
+ * terms longer than 8. Returns 0, TIERLAB_EINVAL (NULL path, term >= 4 GiB),
+ * TIERLAB_EIO, TIERLAB_ENOMEM or TIERLAB_ECANCELED (terms_path then
+ * incomplete). Thread-safe. */
+int tierlab_corpus_count_terms(const char *corpus_path, const char *terms_path,
+                               tierlab_progress_fn progress, void *ctx,
+                               tierlab_corpus_stats *stats);
+
+/* The word of rank (1..2^31) into buf, which must hold
+ * TIERLAB_CORPUS_MAX_WORD + 1 bytes; NUL-terminated. Returns its length, or 0
+ * for rank 0 or rank > 2^31. Thread-safe. */
+size_t tierlab_corpus_word(uint32_t rank, char *buf);
+
+/* ==========================================================================
+ * Inverted index: build, open, place, query (ENGINE.md "Indexing", "Queries",
+ * "Placement"; kernels/src/index/, kernels/src/query/, kernels/src/tiers/).
+ * Byte formats: kernels/formats/index.md.
+ * ==========================================================================
+ *
+ * Corpus: one document per line ('\n'), DIDs are line numbers from 0. A line
+ * longer than doc_bytes is cut to its first doc_bytes bytes (counted in
+ * truncated_docs). Tokens are maximal runs of ASCII [A-Za-z0-9], lower-cased;
+ * every other byte (including bytes >= 0x80) separates. A term's repeats in a
+ * document add up to its frequency.
+ *
+ * An index is a directory of five files: dict.bin, skip.bin, dids.bin,
+ * freqs.bin (each starting with a 128-byte header: magic, format version,
+ * codec, block size, build id, totals) and manifest.json. It is built in
+ * "<out>.tmp-<pid>" and renamed to <out> only after every file, the manifest
+ * last, is written and fsync'd: a directory named <out> is always complete.
+ * Build ids are a hash of the corpus digest and the configuration, so the
+ * same corpus and configuration give byte-identical .bin files.
+ *
+ * Scoring: BM25 with k1 = 1.2 and a constant length term (fixed-size
+ * documents): score(d) = sum over query terms t of
+ *     idf(t) * f * (k1 + 1) / (f + k1),   idf(t) = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
+ * (the non-negative variant of the Robertson-Sparck Jones IDF, so a term in
+ * every document still adds a positive score). Sums run in query-term order,
+ * in double precision, so scores are bit-identical across codecs and tiers.
+ * Results are sorted by score descending, ties by DID ascending.
+ */
+
+/* More error codes (negative returns; see also TIERLAB_EIO, _ENOMEM, _ECANCELED). */
+#define TIERLAB_EFORMAT (-6) /* not a tierlab index, other version, or corrupt  */
+#define TIERLAB_EEXIST (-7)  /* the output directory exists (and no overwrite)  */
+
+/* Version of the index byte formats; a reader refuses any other. */
+#define TIERLAB_INDEX_FORMAT_VERSION 1
+/* Block sizes an index may use (postings per skip-list entry). */
+#define TIERLAB_INDEX_BLOCK_DEFAULT 256
+#define TIERLAB_INDEX_DOC_BYTES_DEFAULT 1024
+/* Largest accepted doc_bytes. */
+#define TIERLAB_INDEX_DOC_BYTES_MAX 1048576
+/* Error messages are at most this long, NUL included. */
+#define TIERLAB_ERRMSG 512
+
+/* The four files of an index, in this order wherever arrays are indexed by file. */
+#define TIERLAB_FILE_DICT 0
+#define TIERLAB_FILE_SKIP 1
+#define TIERLAB_FILE_DIDS 2
+#define TIERLAB_FILE_FREQS 3
+#define TIERLAB_FILES 4
+/* "dict.bin", "skip.bin", "dids.bin", "freqs.bin"; NULL out of range. The
+ * short names used in placements are "dict", "skip", "did", "freq". */
+const char *tierlab_index_file_name(int file);
+const char *tierlab_index_file_key(int file);
+
+typedef struct tierlab_build_params {
+    /* Codec configuration (registry name); freq blocks use tierlab_codec_freq. */
+    const char *codec;
+    /* Postings per block: 128 or 256. */
+    uint32_t block_size;
+    /* Longest document in bytes; longer lines are cut. 1..TIERLAB_INDEX_DOC_BYTES_MAX. */
+    uint32_t doc_bytes;
+    /* Bound on the ingest table (terms, posting chunks, hash slots). When a
+     * document leaves the table above it, the table is written as a sorted run
+     * to a temporary file in the build directory and emptied; transform merges
+     * the runs. 0 = a quarter of physical RAM. At least 64 KiB is used. */
+    uint64_t memory_budget_bytes;
+    /* 1: replace an existing <out> (renamed aside, then removed); 0: refuse
+     * with TIERLAB_EEXIST. */
+    int overwrite;
+} tierlab_build_params;
+
+/* Defaults: codec "base", block 256, doc_bytes 1024, budget 0, overwrite 0. */
+void tierlab_build_params_default(tierlab_build_params *p);
+
+typedef struct tierlab_build_stats {
+    uint64_t docs;           /* documents (lines), including empty ones        */
+    uint64_t truncated_docs; /* lines longer than doc_bytes                    */
+    uint64_t corpus_bytes;   /* bytes read from the corpus                     */
+    uint64_t tokens;         /* term occurrences                               */
+    uint64_t terms;          /* distinct terms                                 */
+    uint64_t postings;       /* (term, document) pairs                         */
+    uint64_t blocks;         /* DID blocks (= freq blocks)                     */
+    uint64_t runs;           /* sorted runs written (0: built in memory)       */
+    uint64_t peak_table_bytes;          /* largest ingest table seen           */
+    uint64_t file_bytes[TIERLAB_FILES]; /* size of each file, header included  */
+    uint64_t did_block_bytes;  /* encoded DID blocks (dids.bin without header) */
+    uint64_t freq_block_bytes; /* encoded freq blocks                          */
+    uint64_t build_id;
+    double ingest_seconds;    /* reading, tokenising, table, runs              */
+    double transform_seconds; /* merge, encode, write, fsync, rename           */
+    char corpus_digest[32];   /* "xxh64:" + 16 hex digits of the corpus bytes  */
+} tierlab_build_stats;
+
+/* Build an index of corpus_path into the directory out_dir (see above).
+ * `progress` (may be NULL) is called about every 4 MiB of corpus in bytes
+ * (total = corpus size) during ingest; returning non-zero cancels. `stats`
+ * (may be NULL) gets the totals. `err` (may be NULL) receives a one-line
+ * message on failure. Returns 0, TIERLAB_EINVAL (bad params, unknown codec),
+ * TIERLAB_EIO (errno-bearing message), TIERLAB_ENOMEM, TIERLAB_ECANCELED,
+ * TIERLAB_EEXIST, or a codec's error. On any failure nothing named out_dir is
+ * created and the temporary directory is removed. Memory: the budget plus
+ * about 1 MiB per run at merge. Thread-safe (no global state). */
+int tierlab_index_build(const char *corpus_path, const char *out_dir,
+                        const tierlab_build_params *p, tierlab_progress_fn progress,
+                        void *ctx, tierlab_build_stats *stats, char *err, size_t errlen);
+
+/* An index from postings that exist already (CIFF import): the same files,
+ * checks and atomic rename as tierlab_index_build, without a corpus.
+ * open: p gives codec, block_size, overwrite (doc_bytes and the budget are
+ * only recorded); docs is the collection size N (DIDs < docs); source and
+ * source_digest (may be NULL) go to the manifest's corpus.path / digest, and
+ * the digest into the build id. Returns 0 and *w, or an error with err.
+ * add: one term with all its postings; terms in strictly increasing byte
+ * order (memcmp, a prefix first), non-empty, without NUL bytes; DIDs strictly
+ * increasing and < docs; freqs >= 1. Returns 0 or TIERLAB_EINVAL/_EIO/...
+ * with tierlab_index_writer_error(w); after an error, close with commit 0.
+ * close: commit = 1 finishes the files, writes the manifest and renames the
+ * directory into place; commit = 0 discards everything. Frees w (NULL is
+ * fine); stats (may be NULL) as for a build. One writer per thread. */
+typedef struct tierlab_index_writer tierlab_index_writer;
+int tierlab_index_writer_open(const char *out_dir, const tierlab_build_params *p, uint64_t docs,
+                              const char *source, const char *source_digest,
+                              tierlab_index_writer **w, char *err, size_t errlen);
+int tierlab_index_writer_add(tierlab_index_writer *w, const char *term, size_t len,
+                             const uint32_t *dids, const uint32_t *freqs, uint64_t n);
+const char *tierlab_index_writer_error(const tierlab_index_writer *w);
+int tierlab_index_writer_close(tierlab_index_writer *w, int commit, tierlab_build_stats *stats,
+                               char *err, size_t errlen);
+
+/* An open index: the four files placed on their tiers. Read-only, so one
+ * index may be queried from many threads, each with its own query context. */
+typedef struct tierlab_index tierlab_index;
+
+/* Open the index in dir. `placement` (may be NULL or "" = all storage) is a
+ * comma-separated list of key=tier with keys dict, skip, did, freq (or one
+ * bare tier for all four) and tiers:
+ *   storage   mmap of the file (page cache of its device)
+ *   dram      copied into anonymous memory, populated; mlock'd when allowed
+ *   pm:PATH   copied into directory PATH, then mmap'd from there (the copy is
+ *             unlinked once mapped); real PM only on an fsdax mount
+ *   numa:N    anonymous memory bound to node N with mbind(MPOL_BIND), then
+ *             filled; verified page by page with move_pages
+ * Checks: manifest.json present with the same build id, each header's magic,
+ * format version, codec (known to this library), block size, build id,
+ * totals and file size. Returns 0 and *out, or TIERLAB_EINVAL (bad
+ * placement, missing NUMA node), TIERLAB_EIO, TIERLAB_EFORMAT (foreign,
+ * incomplete, other-version or corrupt index) with a message in err. */
+int tierlab_index_open(const char *dir, const char *placement, tierlab_index **out,
+                       char *err, size_t errlen);
+/* Unmap / free everything. NULL is fine. No context may use ix afterwards. */
+void tierlab_index_close(tierlab_index *ix);
+
+typedef struct tierlab_index_info {
+    uint32_t format_version;
+    uint32_t block_size;
+    uint32_t doc_bytes;
+    uint32_t reserved;
+    char codec[32];
+    uint64_t docs, terms, postings, blocks;
+    uint64_t build_id;
+    uint64_t file_bytes[TIERLAB_FILES];
+} tierlab_index_info;
+void tierlab_index_get_info(const tierlab_index *ix, tierlab_index_info *info);
+
+/* Where one file of an open index lives, as requested and as verified. */
+typedef struct tierlab_placement_report {
+    char tier[16];      /* "storage", "dram", "pm" or "numa"                  */
+    char request[256];  /* what was asked, e.g. "pm:/mnt/pmem0", "numa:1"    */
+    int honoured;       /* 1: placed as asked and verified; 0: see detail     */
+    int locked;         /* 1 mlock'd, 0 not (see detail), -1 not attempted    */
+    int numa_node;      /* node the pages were verified on; -1 unknown/mixed  */
+    uint64_t bytes;          /* file size                                     */
+    uint64_t resident_bytes; /* resident right after placement (mincore)      */
+    char detail[512];   /* one sentence: how it was honoured and verified     */
+} tierlab_placement_report;
+/* Fill *r for file (TIERLAB_FILE_*). Returns 0 or TIERLAB_EINVAL. */
+int tierlab_index_placement(const tierlab_index *ix, int file, tierlab_placement_report *r);
+
+/* The tier registry (kernels/src/tiers/tier.c is the single table): names as
+ * users type them before any ':' ("storage", "dram", "pm", "numa"), and
+ * whether the tier takes an argument ("pm:PATH", "numa:N"). */
+size_t tierlab_tier_count(void);
+const char *tierlab_tier_at(size_t i, int *takes_arg); /* NULL out of range */
+
+/* Dictionary order access (export): the i-th term (0 <= i < terms) as a
+ * pointer into the index (not NUL-terminated, valid until close), its length
+ * and posting count. Returns 0, or TIERLAB_EINVAL when i is out of range. */
+int tierlab_index_term_at(const tierlab_index *ix, uint64_t i, const char **term,
+                          uint32_t *len, uint32_t *postings);
+/* Decode all postings of the i-th term into dids[0..p) and freqs[0..p)
+ * (p = its posting count; both caller-allocated). Returns p, TIERLAB_EINVAL
+ * or TIERLAB_EFORMAT (corrupt; message in err). Thread-safe. */
+int64_t tierlab_index_postings(const tierlab_index *ix, uint64_t i, uint32_t *dids,
+                               uint32_t *freqs, char *err, size_t errlen);
+
+/* Look a term up (raw bytes, already lower-case). Returns 1 and its posting
+ * count in *postings (may be NULL) when found, 0 when not. Thread-safe. */
+int tierlab_index_lookup(const tierlab_index *ix, const char *term, size_t len,
+                         uint64_t *postings);
+
+/* Page cache helpers (WORKLOAD.md "Measurement protocol"); no root needed.
+ * tierlab_file_dontneed: posix_fadvise(POSIX_FADV_DONTNEED) on the whole
+ * file after fdatasync. tierlab_file_resident: bytes of the file in the page
+ * cache (mincore). Both return 0 or TIERLAB_EIO. */
+int tierlab_file_dontneed(const char *path);
+int tierlab_file_resident(const char *path, uint64_t *resident, uint64_t *total);
+
+/* Queries. A context holds one thread's buffers (decode buffers, the top-k
+ * heap); contexts are not shared between threads. */
+#define TIERLAB_QUERY_SINGLE 0
+#define TIERLAB_QUERY_AND 1
+#define TIERLAB_QUERY_MAX_TERMS 16
+#define TIERLAB_K_DEFAULT 1024
+
+typedef struct tierlab_query_ctx tierlab_query_ctx;
+/* k >= 1: results kept per query. NULL on bad arguments or no memory. */
+tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k);
+void tierlab_query_ctx_free(tierlab_query_ctx *q);
+/* Message of the last failed query of this context ("" if none). */
+const char *tierlab_query_error(const tierlab_query_ctx *q);
+
+typedef struct tierlab_hit {
+    uint32_t did;
+    uint32_t reserved;
+    double score;
+} tierlab_hit;
+
+/* Per-query measurements. Bytes are what the algorithm touched in each file
+ * (dictionary entries and term bytes compared, skip-list records and entries
+ * visited, encoded blocks decoded), not device traffic. */
+typedef struct tierlab_query_stats {
+    uint64_t latency_ns;      /* lookup to sorted results, CLOCK_MONOTONIC   */
+    uint64_t postings_scored; /* postings whose score was computed           */
+    uint64_t blocks_total;    /* sum over the terms found                    */
+    uint64_t blocks_decoded;  /* DID blocks decoded                          */
+    uint64_t freq_blocks_decoded;
+    uint64_t bytes_read[TIERLAB_FILES];
+    uint32_t nterms;          /* terms in the query                          */
+    uint32_t unknown_terms;   /* terms not in the dictionary (result empty)  */
+    uint32_t results;         /* hits returned (<= k)                        */
+    uint32_t reserved;
+    uint64_t term_postings[TIERLAB_QUERY_MAX_TERMS];
+    uint32_t term_blocks_total[TIERLAB_QUERY_MAX_TERMS];
+    uint32_t term_blocks_decoded[TIERLAB_QUERY_MAX_TERMS];
+} tierlab_query_stats;
+
+/* Run one query: `type` TIERLAB_QUERY_SINGLE (nterms == 1) or _AND
+ * (2..TIERLAB_QUERY_MAX_TERMS terms; a repeated term counts twice in the
+ * score). terms[i] has lens[i] bytes (lower-case, no NUL needed). Writes up
+ * to k hits into `hits` (k entries, may be NULL to only measure) and fills
+ * *st (may be NULL). Returns the number of hits, TIERLAB_EINVAL, or
+ * TIERLAB_EFORMAT when a block or skip record is corrupt (message in
+ * tierlab_query_error). */
+int tierlab_query(tierlab_query_ctx *q, int type, const char *const *terms,
+                  const uint32_t *lens, uint32_t nterms, tierlab_hit *hits,
+                  tierlab_query_stats *st);
+
+/* Run nqueries queries back to back (no per-query call overhead from the
+ * host). Query i has terms tq_first[i]..tq_first[i+1]-1 and type types[i];
+ * term j is text[term_off[j] .. term_off[j+1]). stats[i] is filled for every
+ * query; hits (may be NULL) gets k entries per query (hits + i*k) and
+ * nhits[i] (may be NULL) its count. *wall_ns (may be NULL) gets the wall
+ * time of the whole loop. Returns 0 or the first error (then the queries
+ * after the failing one are not run). */
+int tierlab_query_batch(tierlab_query_ctx *q, const char *text, const uint64_t *term_off,
+                        const uint32_t *tq_first, const uint8_t *types, size_t nqueries,
+                        tierlab_query_stats *stats, tierlab_hit *hits, uint32_t *nhits,
+                        uint64_t *wall_ns);
+
 #ifdef __cplusplus
 }
 #endif

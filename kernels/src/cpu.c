@@ -18,7 +18,8 @@ static int tl_probe(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1")) bits |= TL_SSSE3;
-    if (__builtin_cpu_supports("avx2")) bits |= TL_AVX2;
+    /* The AVX2 kernels also use POPCNT, which every AVX2 CPU has; check anyway. */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) bits |= TL_AVX2;
 #endif
     atomic_store_explicit(&tl_cpu_bits, bits, memory_order_relaxed);
     return bits;

@@ -1,6 +1,77 @@
-/* PLACEHOLDER while the codec is being written this session; replaced before commit. */
-#include "codecs.h"
-static size_t tl_ph_bound(size_t n) { return 4 * n + 16; }
-static int64_t tl_ph_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) { (void)in; (void)n; (void)prev; (void)out; return TIERLAB_EINVAL; }
-static int64_t tl_ph_dec(const uint8_t *in, size_t l, size_t n, uint32_t prev, uint32_t *out) { (void)in; (void)l; (void)n; (void)prev; (void)out; return TIERLAB_EINVAL; }
-const tierlab_codec tierlab_codec_pfor_delta256 = { .name = "pfor-delta256", .delta = 1, .max_encoded_bytes = tl_ph_bound, .encode = tl_ph_enc, .decode = tl_ph_dec, .impl = tl_impl_scalar };
+/* pfor_delta256.c — `pfor-delta256`: the PFor scheme of pfor_delta.c with
+ * the 8-lane vertical bit packing for full 256-value blocks, unpacked eight
+ * values per AVX2 instruction (pfor_delta256_avx2.c) with the gap prefix sum
+ * fused in; partial blocks use pfor-delta's horizontal layout. This file
+ * holds the scalar twin of the vertical layout (byte-identical encodings,
+ * identical decodes) for CPUs without AVX2 and for tests. Format:
+ * kernels/formats/pfor.md. */
+#include <string.h>
+
+#include "pfor.h"
+
+/* Value i lives in lane i % 8 at position i / 8; a lane's values are packed
+ * LSB first into its 32-bit words, lane word k at word index 8k + lane. */
+void tl_vpack256(const uint32_t *in, unsigned b, uint8_t *out) {
+    uint32_t words[8 * 32];
+    memset(words, 0, 32 * b);
+    for (unsigned lane = 0; lane < 8; lane++) {
+        for (unsigned k = 0; k < 32; k++) {
+            uint64_t v = in[8 * k + lane];
+            unsigned bit = k * b, w = bit / 32, s = bit % 32;
+            words[8 * w + lane] |= (uint32_t)(v << s);
+            if (s + b > 32) words[8 * (w + 1) + lane] |= (uint32_t)(v >> (32 - s));
+        }
+    }
+    memcpy(out, words, 32 * b);
+}
+
+void tl_vunpack256_scalar(const uint8_t *in, unsigned b, uint32_t *out) {
+    uint32_t words[8 * 32];
+    memcpy(words, in, 32 * b);
+    uint32_t mask = b == 32 ? 0xFFFFFFFFu : (1u << b) - 1;
+    for (unsigned lane = 0; lane < 8; lane++) {
+        for (unsigned k = 0; k < 32; k++) {
+            unsigned bit = k * b, w = bit / 32, s = bit % 32;
+            uint64_t v = words[8 * w + lane] >> s;
+            if (s + b > 32) v |= (uint64_t)words[8 * (w + 1) + lane] << (32 - s);
+            out[8 * k + lane] = (uint32_t)v & mask;
+        }
+    }
+}
+
+static const char *tl_pfor256_impl(void) { return tierlab_cpu_has_avx2() ? "simd" : "scalar"; }
+
+static int64_t tl_pfor256_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
+    return tl_pfor_encode(in, n, prev, out, 0, 1);
+}
+static int64_t tl_pfor256_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,
+                              uint32_t *out) {
+    return tl_pfor_decode(in, len, n, prev, out, 0, 1);
+}
+static int64_t tl_pfor_delta256_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
+    return tl_pfor_encode(in, n, prev, out, 1, 1);
+}
+static int64_t tl_pfor_delta256_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,
+                                    uint32_t *out) {
+    return tl_pfor_decode(in, len, n, prev, out, 1, 1);
+}
+
+/* `pfor256`: the freq codec of `pfor-delta256` (not in the registry by itself). */
+const tierlab_codec tl_pfor256_plain = {
+    .name = "pfor256",
+    .delta = 0,
+    .max_encoded_bytes = tl_pfor_max_bytes,
+    .encode = tl_pfor256_enc,
+    .decode = tl_pfor256_dec,
+    .impl = tl_pfor256_impl,
+};
+
+const tierlab_codec tierlab_codec_pfor_delta256 = {
+    .name = "pfor-delta256",
+    .delta = 1,
+    .max_encoded_bytes = tl_pfor_max_bytes,
+    .encode = tl_pfor_delta256_enc,
+    .decode = tl_pfor_delta256_dec,
+    .impl = tl_pfor256_impl,
+    .freq = &tl_pfor256_plain,
+};

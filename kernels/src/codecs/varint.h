@@ -43,4 +43,22 @@ static inline int tl_vbyte_get(const uint8_t *in, size_t end, size_t *pos, uint3
     return -1;
 }
 
+/* Masks of the continuation (high) bits of 8 bytes read as a little-endian word. */
+#define TL_VBYTE_HIGH_BITS 0x8080808080808080ull
+
+/* Decodes the value at the start of w (8 bytes read little-endian) without
+ * branching on its length, for loops that know 8 bytes are readable. Returns
+ * the bytes used (1..5), or 0 when the value is overlong (no terminator in
+ * 5 bytes, or a fifth byte above 0x0F) — the same rule as tl_vbyte_get. */
+static inline size_t tl_vbyte_get_word(uint64_t w, uint32_t *v) {
+    uint64_t stop = ~w & TL_VBYTE_HIGH_BITS; /* high bit 0 = last byte */
+    if (!stop) return 0;
+    size_t len = (size_t)(__builtin_ctzll(stop) >> 3) + 1;
+    if (len > 5 || (len == 5 && (uint8_t)(w >> 32) > 0x0F)) return 0;
+    uint64_t x = w & ((1ull << (8 * len)) - 1);
+    *v = (uint32_t)((x & 0x7F) | ((x >> 1) & (0x7Full << 7)) | ((x >> 2) & (0x7Full << 14)) |
+                    ((x >> 3) & (0x7Full << 21)) | ((x >> 4) & (0xFull << 28)));
+    return len;
+}
+
 #endif

@@ -1,6 +1,89 @@
-/* PLACEHOLDER while the codec is being written this session; replaced before commit. */
-#include "codecs.h"
-static size_t tl_ph_bound(size_t n) { return 4 * n + 16; }
-static int64_t tl_ph_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) { (void)in; (void)n; (void)prev; (void)out; return TIERLAB_EINVAL; }
-static int64_t tl_ph_dec(const uint8_t *in, size_t l, size_t n, uint32_t prev, uint32_t *out) { (void)in; (void)l; (void)n; (void)prev; (void)out; return TIERLAB_EINVAL; }
-const tierlab_codec tierlab_codec_vbyte = { .name = "vbyte", .delta = 1, .max_encoded_bytes = tl_ph_bound, .encode = tl_ph_enc, .decode = tl_ph_dec, .impl = tl_impl_scalar };
+/* vbyte.c — `vbyte` (VByte of the values, ENGINE.md) and the loops of
+ * `vbyte-delta` (VByte of the gaps; descriptor in vbyte_delta.c).
+ * Byte format: kernels/formats/vbyte.md; primitives: varint.h. */
+#include <string.h>
+
+#include "varint.h"
+#include "vbyte.h"
+
+size_t tl_vbyte_max_bytes(size_t n) { return 5 * n; }
+
+/* `delta` is a constant at every call site, so each instantiation below is
+ * its own branch-free loop. */
+static inline int64_t tl_vbyte_encode_core(const uint32_t *in, size_t n, uint32_t prev,
+                                           uint8_t *out, int delta) {
+    if (n > TIERLAB_MAX_BLOCK || (n && (!in || !out))) return TIERLAB_EINVAL;
+    size_t p = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t v = delta ? in[i] - prev : in[i];
+        prev = in[i];
+        if (v < 0x80) out[p++] = (uint8_t)v; /* most gaps and freqs */
+        else p += tl_vbyte_put(out + p, v);
+    }
+    return (int64_t)p;
+}
+
+static inline int64_t tl_vbyte_decode_core(const uint8_t *in, size_t in_len, size_t n,
+                                           uint32_t prev, uint32_t *out, int delta) {
+    if (n > TIERLAB_MAX_BLOCK || (n && !out) || (in_len && !in)) return TIERLAB_EINVAL;
+    size_t p = 0, i = 0;
+    uint32_t acc = prev;
+    /* While 8 bytes are readable, read them as one word: eight 1-byte values
+     * (the common case for gaps and freqs) go in one step, any other value
+     * is decoded from the word without a per-byte loop. */
+    while (i < n && in_len - p >= 8) {
+        uint64_t w;
+        memcpy(&w, in + p, 8); /* little-endian hosts only (as base.c) */
+        if (!(w & TL_VBYTE_HIGH_BITS) && n - i >= 8) {
+            for (unsigned k = 0; k < 8; k++) {
+                uint32_t v = (uint32_t)(w >> (8 * k)) & 0xFF;
+                acc = delta ? acc + v : v;
+                out[i + k] = acc;
+            }
+            i += 8;
+            p += 8;
+            continue;
+        }
+        uint32_t v;
+        size_t len = tl_vbyte_get_word(w, &v);
+        if (!len) return TIERLAB_ECORRUPT;
+        acc = delta ? acc + v : v;
+        out[i++] = acc;
+        p += len;
+    }
+    /* The last < 8 bytes: bounds-checked per byte. */
+    for (; i < n; i++) {
+        uint32_t v;
+        if (tl_vbyte_get(in, in_len, &p, &v)) return TIERLAB_ECORRUPT;
+        acc = delta ? acc + v : v;
+        out[i] = acc;
+    }
+    return (int64_t)p;
+}
+
+static int64_t tl_vbyte_encode(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
+    return tl_vbyte_encode_core(in, n, prev, out, 0);
+}
+
+static int64_t tl_vbyte_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev,
+                               uint32_t *out) {
+    return tl_vbyte_decode_core(in, in_len, n, prev, out, 0);
+}
+
+int64_t tl_vbyte_delta_encode(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
+    return tl_vbyte_encode_core(in, n, prev, out, 1);
+}
+
+int64_t tl_vbyte_delta_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev,
+                              uint32_t *out) {
+    return tl_vbyte_decode_core(in, in_len, n, prev, out, 1);
+}
+
+const tierlab_codec tierlab_codec_vbyte = {
+    .name = "vbyte",
+    .delta = 0,
+    .max_encoded_bytes = tl_vbyte_max_bytes,
+    .encode = tl_vbyte_encode,
+    .decode = tl_vbyte_decode,
+    .impl = tl_impl_scalar,
+};

@@ -1,0 +1,261 @@
+/* query.c — query contexts, term cursors, the SINGLE/AND entry points, the
+ * final sort and the batch loop (ENGINE.md "Queries", "Scoring").
+ *
+ * BM25: w(t, f) = idf(t) * (f * (k1 + 1)) / (f + k1), k1 = 1.2, evaluated left
+ * to right in double precision; idf(t) = log(1 + (N - n_t + 0.5) / (n_t + 0.5)).
+ * A document's score is 0.0 + w(t1, f1) + w(t2, f2) + ... in query-term order.
+ * Any reimplementation that evaluates these expressions in this order gets
+ * bit-identical scores (tests/query/ does, in Python). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "query.h"
+
+static uint64_t tl_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k) {
+    if (!ix || k == 0) return NULL;
+    tierlab_query_ctx *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->ix = ix;
+    q->k = k;
+    q->heap = malloc((size_t)k * sizeof *q->heap);
+    q->out = malloc((size_t)k * sizeof *q->out);
+    q->tmp = malloc((size_t)k * sizeof *q->tmp);
+    q->bufs = malloc(2u * TIERLAB_QUERY_MAX_TERMS * TIERLAB_MAX_BLOCK * sizeof *q->bufs);
+    if (!q->heap || !q->out || !q->tmp || !q->bufs) {
+        tierlab_query_ctx_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void tierlab_query_ctx_free(tierlab_query_ctx *q) {
+    if (!q) return;
+    free(q->heap);
+    free(q->out);
+    free(q->tmp);
+    free(q->bufs);
+    free(q);
+}
+
+const char *tierlab_query_error(const tierlab_query_ctx *q) { return q ? q->err : ""; }
+
+int tl_cursor_open(tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entry *e, uint32_t slot) {
+    const struct tierlab_index *ix = q->ix;
+    uint32_t B = ix->info.block_size;
+    uint64_t off = e->skip_offset;
+    if (off < TL_HDR_BYTES || off % 8 || off > ix->skip_len - sizeof(tl_skip_head))
+        return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
+                      "corrupt index: skip offset %llu out of range", (unsigned long long)off);
+    const tl_skip_head *h = (const tl_skip_head *)(ix->skip + off);
+    uint32_t nb = h->nblocks;
+    if (h->postings != e->postings || e->postings == 0 ||
+        nb != (uint32_t)(((uint64_t)e->postings + B - 1) / B) ||
+        (uint64_t)(nb + 1) * sizeof(tl_skip_entry) > ix->skip_len - off - sizeof *h)
+        return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
+                      "corrupt index: skip record at %llu disagrees with the dictionary",
+                      (unsigned long long)off);
+    c->e = (const tl_skip_entry *)(h + 1);
+    c->nb = nb;
+    c->postings = h->postings;
+    c->b = 0;
+    c->dec_b = c->fdec_b = UINT32_MAX;
+    c->n = c->pos = 0;
+    c->d = q->bufs + (size_t)slot * 2 * TIERLAB_MAX_BLOCK;
+    c->f = c->d + TIERLAB_MAX_BLOCK;
+    double N = (double)ix->info.docs, n = (double)c->postings;
+    c->idf = log(1.0 + (N - n + 0.5) / (n + 0.5));
+    c->table = c->postings > TL_WTAB_MIN_POSTINGS;
+    if (c->table)
+        for (uint32_t f = 0; f < TL_WTAB; f++) c->w[f] = tl_bm25(c->idf, f);
+    c->visited = 0;
+    c->decoded = c->fdecoded = 0;
+    return 0;
+}
+
+static inline uint32_t tl_block_len(const struct tierlab_index *ix, const tl_cursor *c) {
+    uint32_t B = ix->info.block_size;
+    return c->b + 1 < c->nb ? B : c->postings - c->b * B;
+}
+
+int tl_cursor_decode(tierlab_query_ctx *q, tl_cursor *c) {
+    if (c->dec_b == c->b) return 0;
+    const struct tierlab_index *ix = q->ix;
+    const tl_skip_entry *e = &c->e[c->b];
+    uint64_t a = e->did_offset, z = e[1].did_offset;
+    uint32_t n = tl_block_len(ix, c);
+    if (a < TL_HDR_BYTES || z < a || z > ix->dids_len) goto bad;
+    int64_t got = ix->dc->decode(ix->dids + a, (size_t)(z - a), n, e->prev_did, c->d);
+    if (got != (int64_t)(z - a) || c->d[0] != e->first_did) goto bad;
+    c->dec_b = c->b;
+    c->n = n;
+    c->pos = 0;
+    c->decoded++;
+    q->st->bytes_read[TIERLAB_FILE_DIDS] += z - a;
+    return 0;
+bad:
+    return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
+                  "corrupt index: DID block %u at %llu of a %u-posting term does not decode",
+                  c->b, (unsigned long long)a, c->postings);
+}
+
+int tl_cursor_decode_freqs(tierlab_query_ctx *q, tl_cursor *c) {
+    if (c->fdec_b == c->b) return 0;
+    const struct tierlab_index *ix = q->ix;
+    const tl_skip_entry *e = &c->e[c->b];
+    uint64_t a = e->freq_offset, z = e[1].freq_offset;
+    uint32_t n = tl_block_len(ix, c);
+    if (a < TL_HDR_BYTES || z < a || z > ix->freqs_len) goto bad;
+    int64_t got = ix->fc->decode(ix->freqs + a, (size_t)(z - a), n, 0, c->f);
+    if (got != (int64_t)(z - a)) goto bad;
+    c->fdec_b = c->b;
+    c->fdecoded++;
+    q->st->bytes_read[TIERLAB_FILE_FREQS] += z - a;
+    return 0;
+bad:
+    return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
+                  "corrupt index: freq block %u at %llu of a %u-posting term does not decode",
+                  c->b, (unsigned long long)a, c->postings);
+}
+
+/* Heap -> q->out sorted by score descending, DID ascending. A heapsort is
+ * bound by its chain of dependent loads (~60 ns a hit at k = 1024), so the
+ * keys are radix-sorted instead: LSD, 8-bit digits over the 96 bits that vary
+ * (32 of DID, 64 of score), all histograms in one pass, and digits that are
+ * the same in every key (most exponent bytes, the top DID bytes) skipped. */
+static void tl_sort_heap(tierlab_query_ctx *q) {
+    uint32_t n = q->size;
+    tl_key *a = q->heap, *b = q->tmp;
+    if (n < 32) { /* insertion sort, descending */
+        for (uint32_t i = 1; i < n; i++) {
+            tl_key x = a[i];
+            uint32_t j = i;
+            for (; j > 0 && a[j - 1] < x; j--) a[j] = a[j - 1];
+            a[j] = x;
+        }
+    } else {
+        static const uint8_t shift[12] = {0, 8, 16, 24, 64, 72, 80, 88, 96, 104, 112, 120};
+        uint32_t (*hist)[256] = q->hist;
+        memset(hist, 0, 12 * sizeof hist[0]);
+        for (uint32_t i = 0; i < n; i++)
+            for (int d = 0; d < 12; d++) hist[d][(uint8_t)(a[i] >> shift[d])]++;
+        for (int d = 0; d < 12; d++) {
+            uint32_t *h = hist[d];
+            if (h[(uint8_t)(a[0] >> shift[d])] == n) continue; /* one value: nothing to do */
+            /* descending: bucket 255 first */
+            uint32_t sum = 0;
+            for (int v = 255; v >= 0; v--) {
+                uint32_t c = h[v];
+                h[v] = sum;
+                sum += c;
+            }
+            for (uint32_t i = 0; i < n; i++) b[h[(uint8_t)(a[i] >> shift[d])]++] = a[i];
+            tl_key *t = a;
+            a = b;
+            b = t;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        q->out[i].did = tl_key_did(a[i]);
+        q->out[i].reserved = 0;
+        q->out[i].score = tl_key_score(a[i]);
+    }
+}
+
+static int tl_run(tierlab_query_ctx *q, int type, const char *const *terms,
+                  const uint32_t *lens, uint32_t nterms, tierlab_query_stats *st) {
+    memset(st, 0, sizeof *st);
+    q->st = st;
+    q->size = 0;
+    st->nterms = nterms;
+    if ((type == TIERLAB_QUERY_SINGLE && nterms != 1) ||
+        (type == TIERLAB_QUERY_AND && (nterms < 2 || nterms > TIERLAB_QUERY_MAX_TERMS)) ||
+        (type != TIERLAB_QUERY_SINGLE && type != TIERLAB_QUERY_AND))
+        return tl_err(q->err, sizeof q->err, TIERLAB_EINVAL,
+                      "a SINGLE query has 1 term, an AND query 2..%d (got type %d, %u terms)",
+                      TIERLAB_QUERY_MAX_TERMS, type, nterms);
+    uint64_t t0 = tl_now_ns();
+    const tl_dict_entry *ents[TIERLAB_QUERY_MAX_TERMS];
+    for (uint32_t i = 0; i < nterms; i++) {
+        int corrupt = 0;
+        ents[i] = tl_dict_find(q->ix, terms[i], lens[i], &st->bytes_read[TIERLAB_FILE_DICT],
+                               &corrupt);
+        if (corrupt)
+            return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
+                          "corrupt index: dictionary entry points outside the term pool");
+        if (!ents[i]) st->unknown_terms++;
+    }
+    int rc = 0;
+    if (!st->unknown_terms) {
+        for (uint32_t i = 0; i < nterms && !rc; i++) {
+            rc = tl_cursor_open(q, &q->cur[i], ents[i], i);
+            st->term_postings[i] = ents[i]->postings;
+            st->term_blocks_total[i] = q->cur[i].nb;
+            st->blocks_total += q->cur[i].nb;
+        }
+        if (!rc)
+            rc = type == TIERLAB_QUERY_SINGLE ? tl_query_single(q, &q->cur[0])
+                                              : tl_query_and(q, q->cur, nterms);
+        for (uint32_t i = 0; i < nterms; i++) {
+            tl_cursor *c = &q->cur[i];
+            st->term_blocks_decoded[i] = c->decoded;
+            st->blocks_decoded += c->decoded;
+            st->freq_blocks_decoded += c->fdecoded;
+            st->bytes_read[TIERLAB_FILE_SKIP] +=
+                sizeof(tl_skip_head) + c->visited * sizeof(tl_skip_entry);
+        }
+    }
+    tl_sort_heap(q);
+    st->latency_ns = tl_now_ns() - t0;
+    st->results = q->size;
+    return rc;
+}
+
+int tierlab_query(tierlab_query_ctx *q, int type, const char *const *terms,
+                  const uint32_t *lens, uint32_t nterms, tierlab_hit *hits,
+                  tierlab_query_stats *st) {
+    if (!q || !terms || !lens) return TIERLAB_EINVAL;
+    tierlab_query_stats local;
+    q->err[0] = 0;
+    int rc = tl_run(q, type, terms, lens, nterms, st ? st : &local);
+    if (rc) return rc;
+    if (hits) memcpy(hits, q->out, (size_t)q->size * sizeof *hits);
+    return (int)q->size;
+}
+
+int tierlab_query_batch(tierlab_query_ctx *q, const char *text, const uint64_t *term_off,
+                        const uint32_t *tq_first, const uint8_t *types, size_t nqueries,
+                        tierlab_query_stats *stats, tierlab_hit *hits, uint32_t *nhits,
+                        uint64_t *wall_ns) {
+    if (!q || !text || !term_off || !tq_first || !types || !stats) return TIERLAB_EINVAL;
+    q->err[0] = 0;
+    const char *tp[TIERLAB_QUERY_MAX_TERMS];
+    uint32_t tl[TIERLAB_QUERY_MAX_TERMS];
+    uint64_t t0 = tl_now_ns();
+    int rc = 0;
+    for (size_t i = 0; i < nqueries && !rc; i++) {
+        uint32_t a = tq_first[i], z = tq_first[i + 1];
+        uint32_t nt = z - a;
+        if (z < a || nt > TIERLAB_QUERY_MAX_TERMS) {
+            rc = tl_err(q->err, sizeof q->err, TIERLAB_EINVAL, "query %zu: %u terms", i, nt);
+            break;
+        }
+        for (uint32_t j = 0; j < nt; j++) {
+            tp[j] = text + term_off[a + j];
+            tl[j] = (uint32_t)(term_off[a + j + 1] - term_off[a + j]);
+        }
+        rc = tl_run(q, types[i], tp, tl, nt, &stats[i]);
+        if (rc) break;
+        if (hits) memcpy(hits + i * q->k, q->out, (size_t)q->size * sizeof *hits);
+        if (nhits) nhits[i] = q->size;
+    }
+    if (wall_ns) *wall_ns = tl_now_ns() - t0;
+    return rc;
+}
