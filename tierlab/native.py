@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -55,6 +56,30 @@ def ffi_lib():
     ffi = cffi.FFI()
     ffi.cdef(_cdef_from_header(header.read_text()))
     return ffi, ffi.dlopen(str(so))
+
+
+@contextmanager
+def progress_callback(update):
+    """A tierlab_progress_fn for one C call: it calls update(done, total), and a
+    true return asks the C side to stop. An exception raised inside update
+    (Ctrl-C lands there) stops the C call and is re-raised when the block ends,
+    in place of whatever error the cancelled call led to."""
+    ffi, _ = ffi_lib()
+    caught: list[BaseException] = []
+
+    def on_error(exc_type, exc, tb):
+        caught.append(exc)
+        return 1
+
+    def on_progress(ctx, done, total):
+        return 1 if update(int(done), int(total)) else 0
+
+    cb = ffi.callback("tierlab_progress_fn", on_progress, error=1, onerror=on_error)
+    try:
+        yield cb
+    finally:
+        if caught:
+            raise caught[0]
 
 
 @dataclass(frozen=True)

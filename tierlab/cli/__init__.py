@@ -1,4 +1,5 @@
-"""The `tierlab` command: one module per command group (list, bench, ...).
+"""The `tierlab` command: one module per command group (list, bench, corpus,
+workload, ...).
 
 Each group module exposes `register(subparsers)`; it adds its parser and sets
 `func` to a function taking the parsed args and returning an exit status.
@@ -11,9 +12,9 @@ import sys
 
 from .. import __version__
 from ..errors import TierlabError
-from . import bench, list_
+from . import bench, corpus, index, list_, query, workload
 
-GROUPS = [list_, bench]
+GROUPS = [list_, bench, corpus, workload, index, query]
 
 
 def build_parser() -> argparse.ArgumentParser:

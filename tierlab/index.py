@@ -1,0 +1,320 @@
+"""The inverted index (ENGINE.md "Indexing", "Queries", "Placement"): build an
+index directory from a corpus, open it with each file placed on a tier, and
+query it. The work is done by the C kernels (kernels/src/index/, query/,
+tiers/); this module is the Python face of `tierlab.h`'s index section.
+
+An index directory holds dict.bin, skip.bin, dids.bin, freqs.bin and
+manifest.json; kernels/formats/index.md documents every byte. The C build
+writes all five into `<out>.tmp-<pid>` and renames the directory at the very
+end, so a directory named like the index is always complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import TierlabError
+
+FILES = ("dict.bin", "skip.bin", "dids.bin", "freqs.bin")
+KEYS = ("dict", "skip", "did", "freq")  # names used in placements
+FORMAT = "tierlab-index"
+BLOCK_SIZES = (128, 256)
+
+# Error codes of tierlab.h (negative returns).
+_ERRORS = {-1: "corrupt", -2: "invalid argument", -3: "I/O error", -4: "out of memory",
+           -5: "cancelled", -6: "bad index format", -7: "exists"}
+ECANCELED = -5
+
+
+def _native():
+    from .native import ffi_lib
+    return ffi_lib()
+
+
+def parse_bytes(text: str | int) -> int:
+    """'2GB', '512MiB', 65536 -> bytes (the corpus module's size syntax)."""
+    if isinstance(text, int):
+        return text
+    from .corpus import parse_size
+    return parse_size(text)
+
+
+def read_manifest(path: str | os.PathLike) -> dict:
+    """The manifest of an index directory; TierlabError if it is not one."""
+    p = Path(path) / "manifest.json"
+    if not Path(path).is_dir():
+        raise TierlabError(f"{path}: no such index directory")
+    try:
+        m = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise TierlabError(f"{path} has no manifest.json: not a tierlab index, or an "
+                           f"unfinished build") from None
+    except (OSError, ValueError) as e:
+        raise TierlabError(f"{p}: unreadable manifest ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise TierlabError(f"{p}: not a tierlab index manifest")
+    return m
+
+
+@dataclass
+class BuildResult:
+    path: Path
+    manifest: dict
+    stats: dict  # tierlab_build_stats as a dict
+
+
+def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "base",
+          block_size: int = 256, doc_bytes: int = 1024, memory_budget: int | str | None = None,
+          overwrite: bool = False, progress=None) -> BuildResult:
+    """Build an index of `corpus` into directory `out` (see module docstring).
+
+    memory_budget bounds the ingest table (bytes or '2GB'); None = a quarter
+    of RAM. progress(done_bytes, total_bytes) is called about every 4 MiB;
+    returning True cancels. Raises TierlabError; nothing named `out` exists
+    after a failure.
+    """
+    ffi, lib = _native()
+    if block_size not in BLOCK_SIZES:
+        raise TierlabError(f"block size must be one of {BLOCK_SIZES}, not {block_size}")
+    from .native import codec as find_codec
+    from .native import progress_callback
+    find_codec(codec)  # a clear error listing the known codecs
+    p = ffi.new("tierlab_build_params *")
+    lib.tierlab_build_params_default(p)
+    cname = ffi.new("char[]", codec.encode())
+    p.codec = cname
+    p.block_size = block_size
+    p.doc_bytes = doc_bytes
+    p.memory_budget_bytes = 0 if memory_budget is None else parse_bytes(memory_budget)
+    p.overwrite = 1 if overwrite else 0
+    st = ffi.new("tierlab_build_stats *")
+    err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
+    with progress_callback(progress or (lambda done, total: False)) as cb:
+        rc = lib.tierlab_index_build(str(corpus).encode(), str(out).encode(), p, cb, ffi.NULL,
+                                     st, err, lib.TIERLAB_ERRMSG)
+    if rc != 0:
+        raise TierlabError(ffi.string(err).decode(errors="replace") or _ERRORS.get(rc, str(rc)))
+    stats = _struct_dict(ffi, st)
+    stats["corpus_digest"] = ffi.string(st.corpus_digest).decode()
+    return BuildResult(Path(out), read_manifest(out), stats)
+
+
+def _struct_dict(ffi, s) -> dict:
+    out = {}
+    for name, field in ffi.typeof(s[0]).fields:
+        v = getattr(s, name)
+        if field.type.kind == "array":
+            if field.type.item.cname == "char":
+                v = ffi.string(v).decode(errors="replace")
+            else:
+                v = list(v)
+        out[name] = v
+    return out
+
+
+def dontneed(index: str | os.PathLike) -> None:
+    """posix_fadvise(DONTNEED) on every index file (no root needed)."""
+    _, lib = _native()
+    for f in FILES:
+        if lib.tierlab_file_dontneed(str(Path(index) / f).encode()) != 0:
+            raise TierlabError(f"posix_fadvise(DONTNEED) failed on {Path(index) / f}")
+
+
+def resident_bytes(index: str | os.PathLike) -> dict[str, int]:
+    """Bytes of each index file in the page cache (mincore)."""
+    ffi, lib = _native()
+    out = {}
+    for f in FILES:
+        res, tot = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+        if lib.tierlab_file_resident(str(Path(index) / f).encode(), res, tot) == 0:
+            out[f] = int(res[0])
+    return out
+
+
+def tiers() -> list[str]:
+    """The tier registry as users type it ('storage', 'dram', 'pm:PATH', 'numa:N')."""
+    ffi, lib = _native()
+    arg = ffi.new("int *")
+    out = []
+    for i in range(lib.tierlab_tier_count()):
+        name = ffi.string(lib.tierlab_tier_at(i, arg)).decode()
+        out.append(name + {"pm": ":PATH", "numa": ":N"}.get(name, "") if arg[0] else name)
+    return out
+
+
+QUERY_TYPES = {"single": 0, "and": 1}
+
+
+class Index:
+    """An open index, its four files placed as `placement` says:
+    'dict=dram,skip=dram,did=storage,freq=storage', or one tier for all,
+    or None (all storage). Use as a context manager or call close()."""
+
+    def __init__(self, path: str | os.PathLike, placement: str | None = None):
+        ffi, lib = _native()
+        self.path = Path(path)
+        self.manifest = read_manifest(path)
+        if self.manifest.get("format_version") != lib.TIERLAB_INDEX_FORMAT_VERSION:
+            raise TierlabError(
+                f"{path}: index format version {self.manifest.get('format_version')}, this "
+                f"tierlab reads version {lib.TIERLAB_INDEX_FORMAT_VERSION} (rebuild the index)")
+        for f in FILES:
+            want = self.manifest.get("files", {}).get(f)
+            p = self.path / f
+            if not p.exists():
+                raise TierlabError(f"{path}: {f} is missing")
+            if want is not None and p.stat().st_size != want:
+                raise TierlabError(f"{p}: {p.stat().st_size} bytes, the manifest says {want}")
+        out = ffi.new("tierlab_index **")
+        err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
+        rc = lib.tierlab_index_open(str(path).encode(), (placement or "").encode(), out, err,
+                                    lib.TIERLAB_ERRMSG)
+        if rc != 0:
+            raise TierlabError(ffi.string(err).decode(errors="replace"))
+        self._ix = out[0]
+        self._ctx = {}
+        info = ffi.new("tierlab_index_info *")
+        lib.tierlab_index_get_info(self._ix, info)
+        self.info = _struct_dict(ffi, info)
+        for key in ("documents", "terms", "postings", "blocks"):
+            mine = self.info["docs" if key == "documents" else key]
+            if self.manifest.get(key) != mine:
+                self.close()
+                raise TierlabError(f"{path}: manifest says {key}={self.manifest.get(key)}, "
+                                   f"the files say {mine}")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        if getattr(self, "_ix", None) is not None:
+            _, lib = _native()
+            for ctx in self._ctx.values():
+                lib.tierlab_query_ctx_free(ctx)
+            self._ctx = {}
+            lib.tierlab_index_close(self._ix)
+            self._ix = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _check_open(self):
+        if self._ix is None:
+            raise TierlabError("index is closed")
+
+    def placement(self) -> dict[str, dict]:
+        """Where each file lives: tier, request, honoured, locked, numa_node,
+        bytes, resident_bytes, detail (how it was honoured and verified)."""
+        self._check_open()
+        ffi, lib = _native()
+        out = {}
+        for i, key in enumerate(KEYS):
+            r = ffi.new("tierlab_placement_report *")
+            lib.tierlab_index_placement(self._ix, i, r)
+            out[key] = _struct_dict(ffi, r)
+        return out
+
+    def lookup(self, term: str) -> int | None:
+        """Posting count of a term, None if it is not in the dictionary."""
+        self._check_open()
+        ffi, lib = _native()
+        b = term.encode()
+        n = ffi.new("uint64_t *")
+        return int(n[0]) if lib.tierlab_index_lookup(self._ix, b, len(b), n) else None
+
+    def _context(self, k: int):
+        _, lib = _native()
+        if k < 1:
+            raise TierlabError(f"k must be >= 1, not {k}")
+        if k not in self._ctx:
+            ctx = lib.tierlab_query_ctx_new(self._ix, k)
+            if ctx == _native()[0].NULL:
+                raise TierlabError("cannot create a query context (out of memory)")
+            self._ctx[k] = ctx
+        return self._ctx[k]
+
+    def query(self, terms, k: int = 1024) -> tuple[list[tuple[int, float]], dict]:
+        """One query: a single term (SINGLE) or 2..16 terms (AND). Returns
+        ([(did, score)] best first, stats dict)."""
+        self._check_open()
+        ffi, lib = _native()
+        if isinstance(terms, str):
+            terms = [terms]
+        terms = [t.encode() if isinstance(t, str) else t for t in terms]
+        qtype = 0 if len(terms) == 1 else 1
+        keep = [ffi.new("char[]", t) for t in terms]
+        ptrs = ffi.new("char *[]", keep)
+        lens = ffi.new("uint32_t[]", [len(t) for t in terms])
+        hits = ffi.new("tierlab_hit[]", k)
+        st = ffi.new("tierlab_query_stats *")
+        ctx = self._context(k)
+        n = lib.tierlab_query(ctx, qtype, ptrs, lens, len(terms), hits, st)
+        if n < 0:
+            raise TierlabError(ffi.string(lib.tierlab_query_error(ctx)).decode(errors="replace"))
+        return [(int(hits[i].did), float(hits[i].score)) for i in range(n)], _struct_dict(ffi, st)
+
+    def run_batch(self, queries, k: int = 1024, want_hits: bool = False):
+        """Run queries (sequences of terms) back to back in C. Returns
+        (stats: structured numpy array, one row per query; wall_ns of the loop;
+        hits: (n, k) array of (did, score) records or None; nhits or None)."""
+        self._check_open()
+        ffi, lib = _native()
+        n = len(queries)
+        enc = [[t.encode() if isinstance(t, str) else t for t in q] for q in queries]
+        for i, q in enumerate(enc):
+            if not 1 <= len(q) <= lib.TIERLAB_QUERY_MAX_TERMS:
+                raise TierlabError(f"query {i}: {len(q)} terms (1..{lib.TIERLAB_QUERY_MAX_TERMS})")
+        flat = [t for q in enc for t in q]
+        text = b"".join(flat)
+        term_off = np.zeros(len(flat) + 1, dtype=np.uint64)
+        if flat:
+            term_off[1:] = np.cumsum([len(t) for t in flat])
+        tq_first = np.zeros(n + 1, dtype=np.uint32)
+        if n:
+            tq_first[1:] = np.cumsum([len(q) for q in enc])
+        types = np.array([0 if len(q) == 1 else 1 for q in enc], dtype=np.uint8)
+        st_dtype = _stats_dtype(ffi)
+        stats = np.zeros(n, dtype=st_dtype)
+        hits = np.zeros((n, k), dtype=_HIT_DTYPE) if want_hits else None
+        nhits = np.zeros(n, dtype=np.uint32) if want_hits else None
+        wall = ffi.new("uint64_t *")
+        ctx = self._context(k)
+        textbuf = ffi.new("char[]", text or b"\0")
+        rc = lib.tierlab_query_batch(
+            ctx, textbuf, ffi.from_buffer("uint64_t[]", term_off),
+            ffi.from_buffer("uint32_t[]", tq_first), ffi.from_buffer("uint8_t[]", types), n,
+            ffi.cast("tierlab_query_stats *", ffi.from_buffer(stats)),
+            ffi.cast("tierlab_hit *", ffi.from_buffer(hits)) if want_hits else ffi.NULL,
+            ffi.from_buffer("uint32_t[]", nhits) if want_hits else ffi.NULL, wall)
+        if rc != 0:
+            raise TierlabError(ffi.string(lib.tierlab_query_error(ctx)).decode(errors="replace"))
+        return stats, int(wall[0]), hits, nhits
+
+
+_HIT_DTYPE = np.dtype([("did", "<u4"), ("reserved", "<u4"), ("score", "<f8")])
+
+
+def _stats_dtype(ffi) -> np.dtype:
+    """numpy mirror of tierlab_query_stats, built from cffi's layout."""
+    t = ffi.typeof("tierlab_query_stats")
+    names, formats, offsets = [], [], []
+    kinds = {"uint64_t": "<u8", "uint32_t": "<u4"}
+    for name, f in t.fields:
+        if f.type.kind == "array":
+            formats.append((kinds[f.type.item.cname], (f.type.length,)))
+        else:
+            formats.append(kinds[f.type.cname])
+        names.append(name)
+        offsets.append(f.offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": ffi.sizeof(t)})

@@ -1,0 +1,259 @@
+"""Running a query workload against an index (ENGINE.md "Queries",
+WORKLOAD.md "Measurement protocol").
+
+`run` drops the index files from the page cache (drop_caches as root, else
+posix_fadvise DONTNEED per file; or the method asked for), opens the index with the requested
+placement, pins the thread to one CPU, runs the workload `passes` times in C
+(tierlab_query_batch: no per-query Python overhead) and reports the LAST pass
+(the warm one when passes >= 2). Output:
+  - a table (Parquet or CSV by extension), one row per query of the reported
+    pass: query_id, query_type, terms, latency_ns, postings_scored,
+    blocks_total, blocks_decoded, freq_blocks_decoded, dict_bytes_read,
+    skip_bytes_read, did_bytes_read, freq_bytes_read, results, unknown_terms,
+    term_postings, term_blocks_total, term_blocks_decoded (the per-term
+    columns are space-separated, in the order of `terms`);
+  - `<out stem>.summary.json` next to it: qps, latency_mean_ns,
+    latency_p50_ns, latency_p99_ns, latency_p999_ns for the reported pass and
+    every pass, how the cache was dropped, where every file lived and how
+    that was verified, the machine;
+  - optionally a TSV of the top-k: query_id, rank, did, score.
+qps = queries / wall time of the C loop of the pass (lookups, decoding,
+scoring, sorting; no Python). Bytes "read" are what the algorithm touched in
+each file, not device traffic.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import TierlabError
+from .index import FILES, Index, dontneed, read_manifest, resident_bytes
+
+BATCH = 4096  # queries per C call (bounds the hits buffer)
+SUMMARY_SUFFIX = ".summary.json"
+
+
+def summary_path(out: str | os.PathLike) -> Path:
+    out = Path(out)
+    return out.with_name(out.stem + SUMMARY_SUFFIX)
+
+
+DROP_METHODS = ("auto", "drop-caches", "fadvise")
+
+
+def drop_caches(index: str | os.PathLike, method: str = "auto") -> dict:
+    """Drop the index files from the page cache; say how, and check it.
+    auto: drop_caches when root (after sync), else posix_fadvise DONTNEED per
+    file; drop-caches: only the global drop (fails without root); fadvise:
+    only the per-file drop (leaves other processes' caches alone)."""
+    if method not in DROP_METHODS:
+        raise TierlabError(f"unknown cache-drop method '{method}' ({', '.join(DROP_METHODS)})")
+    how = {"requested": method}
+    if method == "drop-caches" and os.geteuid() != 0:
+        raise TierlabError("--drop-caches drop-caches needs root; use fadvise or auto")
+    if method != "fadvise" and os.geteuid() == 0:
+        try:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1\n")
+            how["method"] = "drop_caches"
+        except OSError as e:
+            how["drop_caches_error"] = f"writing /proc/sys/vm/drop_caches failed: {e.strerror or e}"
+            if method == "drop-caches":
+                raise TierlabError(how["drop_caches_error"]) from None
+    if "method" not in how:
+        dontneed(index)
+        how["method"] = "posix_fadvise_dontneed"
+    how["resident_bytes_after"] = resident_bytes(index)
+    return how
+
+
+def machine() -> dict:
+    m = {"kernel": platform.release(), "python": platform.python_version(),
+         "tierlab_version": __version__}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                m["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                m["mem_total_bytes"] = int(line.split()[1]) * 1024
+                break
+    except OSError:
+        pass
+    gov = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    m["governor"] = gov.read_text().strip() if gov.exists() else "unknown (no cpufreq)"
+    try:
+        from .native import cpu_features
+        m["cpu_simd"] = cpu_features()
+    except Exception:
+        pass
+    return m
+
+
+def _device_of(path: Path) -> dict:
+    """Mount point, source device and filesystem holding `path`."""
+    real = os.path.realpath(path)
+    best = ("", "", "")
+    try:
+        for line in open("/proc/self/mountinfo"):
+            parts = line.split()
+            point = parts[4]
+            sep = parts.index("-")
+            fstype, source = parts[sep + 1], parts[sep + 2]
+            if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) > len(best[0]):
+                best = (point, source, fstype)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"mount": best[0], "device": best[1], "fs": best[2]}
+
+
+def pin(cpu: int | None) -> int | None:
+    """Pin this thread to one CPU (default: the last one allowed). Returns it."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if cpu is None:
+        cpu = allowed[-1]
+    if cpu not in allowed:
+        raise TierlabError(f"cannot pin to CPU {cpu}: allowed CPUs are {allowed}")
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def _percentiles(lat: np.ndarray) -> dict:
+    if len(lat) == 0:
+        return {"latency_mean_ns": 0.0, "latency_p50_ns": 0.0, "latency_p99_ns": 0.0,
+                "latency_p999_ns": 0.0}
+    return {"latency_mean_ns": float(lat.mean()),
+            "latency_p50_ns": float(np.percentile(lat, 50)),
+            "latency_p99_ns": float(np.percentile(lat, 99)),
+            "latency_p999_ns": float(np.percentile(lat, 99.9))}
+
+
+def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.PathLike, *,
+        k: int = 1024, passes: int = 2, drop: str | None = None, placement: str | None = None,
+        results: str | os.PathLike | None = None, cpu: int | None = None,
+        progress=None) -> dict:
+    """Run a workload file (see the module docstring); returns the summary."""
+    from .workload import read_queries
+
+    out = Path(out)
+    if out.suffix not in (".parquet", ".csv"):
+        raise TierlabError(f"--out must end in .parquet or .csv, not '{out.suffix or out.name}'")
+    if passes < 1:
+        raise TierlabError("passes must be >= 1")
+    manifest = read_manifest(index)
+    queries = read_queries(workload)
+    cache = drop_caches(index, drop) if drop else {"method": "none"}
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    pinned = pin(cpu)
+    try:
+        n = len(queries)
+        with Index(index, placement) as ix:
+            place = ix.placement()
+            pass_summaries = []
+            for p in range(passes):
+                last = p == passes - 1
+                stats, hits, nhits, wall = [], [], [], 0
+                for a in range(0, n, BATCH):
+                    st, w, h, nh = ix.run_batch(queries[a:a + BATCH], k=k,
+                                                want_hits=last and results is not None)
+                    stats.append(st)
+                    wall += w
+                    if h is not None:
+                        hits.append(h)
+                        nhits.append(nh)
+                    if progress:
+                        progress(p, min(a + BATCH, n), n)
+                st = np.concatenate(stats) if stats else np.zeros(0)
+                lat = st["latency_ns"].astype(np.float64) if n else np.zeros(0)
+                s = {"pass": p + 1, "queries": n, "wall_ns": wall,
+                     "qps": n / (wall / 1e9) if wall else 0.0, **_percentiles(lat)}
+                pass_summaries.append(s)
+    finally:
+        if affinity is not None:
+            os.sched_setaffinity(0, affinity)  # the caller's process, as it was
+    table = _table(queries, st)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".parquet":
+        table.to_parquet(out, index=False)
+    else:
+        table.to_csv(out, index=False)
+    if results is not None:
+        _write_hits(results, hits, nhits)
+    summary = {
+        "index": str(index), "workload": str(workload), "out": str(out),
+        "k": k, "passes": passes, "reported_pass": passes,
+        "reported": "last pass (warm when passes >= 2)",
+        **{key: pass_summaries[-1][key] for key in
+           ("queries", "wall_ns", "qps", "latency_mean_ns", "latency_p50_ns", "latency_p99_ns",
+            "latency_p999_ns")},
+        "unknown_queries": int((st["unknown_terms"] > 0).sum()) if n else 0,
+        "single_queries": int(sum(1 for q in queries if len(q) == 1)),
+        "and_queries": int(sum(1 for q in queries if len(q) > 1)),
+        "per_pass": pass_summaries,
+        "cache_drop": cache,
+        "placement": place,
+        "index_manifest": {key: manifest.get(key) for key in
+                           ("codec", "block_size", "documents", "terms", "postings", "blocks",
+                            "build_id", "files")},
+        "index_device": _device_of(Path(index)),
+        "pinned_cpu": pinned,
+        "machine": machine(),
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _table(queries, st):
+    import pandas as pd
+
+    n = len(queries)
+    def per_term(col):
+        return [" ".join(str(int(v)) for v in st[col][i][:len(queries[i])]) for i in range(n)]
+    br = st["bytes_read"] if n else np.zeros((0, 4), dtype=np.uint64)
+    return pd.DataFrame({
+        "query_id": np.arange(n, dtype=np.int64),
+        "query_type": ["single" if len(q) == 1 else "and" for q in queries],
+        "terms": [" ".join(q) for q in queries],
+        "latency_ns": st["latency_ns"] if n else [],
+        "postings_scored": st["postings_scored"] if n else [],
+        "blocks_total": st["blocks_total"] if n else [],
+        "blocks_decoded": st["blocks_decoded"] if n else [],
+        "freq_blocks_decoded": st["freq_blocks_decoded"] if n else [],
+        "dict_bytes_read": br[:, 0], "skip_bytes_read": br[:, 1],
+        "did_bytes_read": br[:, 2], "freq_bytes_read": br[:, 3],
+        "results": st["results"] if n else [],
+        "unknown_terms": st["unknown_terms"] if n else [],
+        "term_postings": per_term("term_postings"),
+        "term_blocks_total": per_term("term_blocks_total"),
+        "term_blocks_decoded": per_term("term_blocks_decoded"),
+    })
+
+
+def _write_hits(path, hits, nhits) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        f.write("query_id\trank\tdid\tscore\n")
+        qid = 0
+        for h, nh in zip(hits, nhits):
+            for row, cnt in zip(h, nh):
+                for r in range(int(cnt)):
+                    f.write(f"{qid}\t{r + 1}\t{int(row[r]['did'])}\t{float(row[r]['score'])!r}\n")
+                qid += 1
+
+
+__all__ = ["run", "drop_caches", "summary_path", "FILES"]
