@@ -23,6 +23,11 @@ extern const tierlab_codec tl_pfor_plain;    /* freq codec of pfor-delta    */
 extern const tierlab_codec tl_pfor256_plain; /* freq codec of pfor-delta256 */
 
 size_t tl_pfor_max_bytes(size_t n);
+/* AVX2: the 256 values of a constant block of gaps c after prev. */
+void tl_const_delta256_avx2(uint32_t *out, uint32_t prev, uint32_t c);
+/* AVX2 horizontal unpack of the first values of a packed section of `len`
+ * bytes (see pfor_delta256_avx2.c); returns how many it decoded. */
+size_t tl_hunpack_avx2(const uint8_t *in, size_t len, size_t n, unsigned b, uint32_t *out);
 
 /* Set bits of the first `bytes` bytes of map (SWAR: no popcnt instruction
  * is assumed outside the SIMD target regions). */

@@ -33,14 +33,14 @@ static size_t tl_hpack(const uint32_t *in, size_t n, unsigned b, uint8_t *out) {
     return len;
 }
 
-/* Reads n values of width b from exactly tl_hbytes(n, b) bytes: 8-byte loads
- * for the values whose load stays inside the section, byte-wise at the end. */
-static void tl_hunpack(const uint8_t *in, size_t n, unsigned b, uint32_t *out) {
+/* Reads values i..n-1 of width b from a section of exactly tl_hbytes(n, b)
+ * bytes: 8-byte loads while they stay inside the section, byte-wise at the end. */
+static void tl_hunpack_from(const uint8_t *in, size_t n, unsigned b, uint32_t *out, size_t i) {
     if (b == 0) {
         memset(out, 0, n * sizeof *out);
         return;
     }
-    size_t len = tl_hbytes(n, b), i = 0;
+    size_t len = tl_hbytes(n, b);
     uint64_t mask = (b == 32) ? 0xFFFFFFFFu : ((1u << b) - 1);
     size_t safe = len >= 8 ? ((len - 8) * 8 + 7) / b + 1 : 0; /* (i*b)/8 + 8 <= len */
     for (size_t end = safe < n ? safe : n; i < end; i++) {
@@ -55,6 +55,10 @@ static void tl_hunpack(const uint8_t *in, size_t n, unsigned b, uint32_t *out) {
         for (size_t k = 0; byte + k < len; k++) w |= (uint64_t)in[byte + k] << (8 * k);
         out[i] = (uint32_t)((w >> (bit & 7)) & mask);
     }
+}
+
+static void tl_hunpack(const uint8_t *in, size_t n, unsigned b, uint32_t *out) {
+    tl_hunpack_from(in, n, b, out, 0);
 }
 
 /* ---- the encoder's choice ---- */
@@ -201,8 +205,10 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
     if (type == TL_PFOR_CONST) {
         uint32_t c;
         if (b != 0 || tl_vbyte_get(in, in_len, &p, &c)) return TIERLAB_ECORRUPT;
-        if (delta)
-            for (size_t i = 0; i < n; i++) out[i] = prev + (uint32_t)(i + 1) * c; /* vectorises */
+        if (delta && simd)
+            tl_const_delta256_avx2(out, prev, c);
+        else if (delta)
+            for (size_t i = 0; i < n; i++) out[i] = prev + (uint32_t)(i + 1) * c;
         else
             for (size_t i = 0; i < n; i++) out[i] = c;
         return (int64_t)p;
@@ -238,7 +244,8 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
         size_t hb = tl_hbytes(nexc, bx);
         if (nexc == 0 || in_len - p - mapb - packed < hb) return TIERLAB_ECORRUPT;
         low = in + p + mapb;
-        tl_hunpack(low + packed, nexc, bx, high);
+        size_t done = simd ? tl_hunpack_avx2(low + packed, hb, nexc, bx, high) : 0;
+        tl_hunpack_from(low + packed, nexc, bx, high, done);
         p += mapb + packed + hb;
     } else if (type == TL_PFOR_VBYTE) {
         const size_t nexc = arg;

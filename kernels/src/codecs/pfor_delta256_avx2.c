@@ -101,11 +101,54 @@ void tl_vunpack256_avx2(const uint8_t *in, unsigned b, uint32_t *out, int delta,
     tl_kernels[b][delta != 0][excmap != NULL](in, out, prev, excmap, high);
 }
 
+/* A constant block of 256 gaps c: values prev + c, prev + 2c, ... with one
+ * vector add per 8 values (the scalar loop needs a multiply per value). */
+TL_AVX2 void tl_const_delta256_avx2(uint32_t *out, uint32_t prev, uint32_t c) {
+    __m256i v = _mm256_add_epi32(
+        _mm256_set1_epi32((int)prev),
+        _mm256_mullo_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), _mm256_set1_epi32((int)c)));
+    const __m256i step = _mm256_set1_epi32((int)(8 * c));
+    for (unsigned k = 0; k < 32; k++) {
+        _mm256_storeu_si256((__m256i *)(void *)(out + 8 * k), v);
+        v = _mm256_add_epi32(v, step);
+    }
+}
+
+/* Horizontal unpack (pfor_delta.c's layout) of the exceptions' high parts,
+ * 8 values per gather: lane j loads the 4 bytes holding bits
+ * [(i+j)*b, (i+j)*b + b) and shifts them into place. Only for b <= 25, where
+ * a value spans at most 4 bytes, and only for groups whose loads stay inside
+ * the section's `len` bytes; returns how many values it decoded (a multiple
+ * of 8) and leaves the rest to the scalar loop. */
+TL_AVX2 size_t tl_hunpack_avx2(const uint8_t *in, size_t len, size_t n, unsigned b,
+                               uint32_t *out) {
+    if (b == 0 || b > 25) return 0;
+    const __m256i lane_bits = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                 _mm256_set1_epi32((int)b));
+    const __m256i mask = _mm256_set1_epi32((int)((1u << b) - 1)), seven = _mm256_set1_epi32(7);
+    size_t i = 0;
+    for (; n - i >= 8 && ((i + 7) * b) / 8 + 4 <= len; i += 8) {
+        __m256i bits = _mm256_add_epi32(_mm256_set1_epi32((int)(i * b)), lane_bits);
+        __m256i w = _mm256_i32gather_epi32((const int *)(const void *)in,
+                                           _mm256_srli_epi32(bits, 3), 1);
+        w = _mm256_srlv_epi32(w, _mm256_and_si256(bits, seven));
+        _mm256_storeu_si256((__m256i *)(void *)(out + i), _mm256_and_si256(w, mask));
+    }
+    return i;
+}
+
 #else /* no AVX2 on this architecture: never called (tierlab_cpu_has_avx2() is 0) */
 
 void tl_vunpack256_avx2(const uint8_t *in, unsigned b, uint32_t *out, int delta, uint32_t prev,
                         const uint8_t *excmap, const uint32_t *high) {
     (void)in, (void)b, (void)out, (void)delta, (void)prev, (void)excmap, (void)high;
+}
+size_t tl_hunpack_avx2(const uint8_t *in, size_t len, size_t n, unsigned b, uint32_t *out) {
+    (void)in, (void)len, (void)n, (void)b, (void)out;
+    return 0;
+}
+void tl_const_delta256_avx2(uint32_t *out, uint32_t prev, uint32_t c) {
+    (void)out, (void)prev, (void)c;
 }
 
 #endif
