@@ -55,7 +55,10 @@ def ffi_lib():
         )
     ffi = cffi.FFI()
     ffi.cdef(_cdef_from_header(header.read_text()))
-    return ffi, ffi.dlopen(str(so))
+    try:
+        return ffi, ffi.dlopen(str(so))
+    except OSError as e:  # e.g. a half-linked library after an interrupted build
+        raise TierlabError(f"cannot load {so} ({e}): rebuild with `make build`") from None
 
 
 @contextmanager

@@ -7,12 +7,18 @@ User mistakes raise TierlabError: printed as one line, exit status 2.
 """
 from __future__ import annotations
 
-import argparse
-import sys
+import os
 
-from .. import __version__
-from ..errors import TierlabError
-from . import bench, corpus, index, list_, query, workload
+# numpy's OpenBLAS threads spin after use and steal a core from measured
+# threads (benchmarks, query runs); tierlab needs none. Set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from ..errors import TierlabError  # noqa: E402
+from . import bench, corpus, index, list_, query, workload  # noqa: E402
 
 GROUPS = [list_, bench, corpus, workload, index, query]
 

@@ -63,11 +63,6 @@ def register(sub) -> None:
 
 
 def run_workload(args) -> int:
-    import os
-
-    # numpy's OpenBLAS threads spin after use and steal a core from the
-    # measured thread; one thread is all this command needs (set before numpy loads).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..query import run, summary_path
 
     bar = None
