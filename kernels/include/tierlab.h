@@ -19,7 +19,7 @@
  * input round-trips too; sorted input is what compresses.
  * Non-delta codecs ignore `prev`.
  *
- * Encoded byte formats are documented in kernels/FORMATS.md.
+ * Encoded byte formats are documented in kernels/formats/ (one file per family).
  */
 #ifndef TIERLAB_H
 #define TIERLAB_H

@@ -11,6 +11,10 @@
  * tierlab_codec_freq(&tierlab_codec_svbyte_delta), not the registry. */
 extern const tierlab_codec tl_svbyte_plain;
 
+/* Sum of the 2-bit codes of the control bytes ctrl[0..16*nvec), with SSSE3
+ * (only when tierlab_cpu_has_ssse3(); 0 on builds without x86 SIMD). */
+size_t tl_svbyte_code_sum_ssse3(const uint8_t *ctrl, size_t nvec);
+
 /* SIMD decode of the whole quads (4 integers, one control byte each) of a
  * block: quads 0..nquads of the control bytes at ctrl (the block's start),
  * data from *data, into out[0..4*nquads). With delta = 1, values are the

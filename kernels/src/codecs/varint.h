@@ -43,22 +43,41 @@ static inline int tl_vbyte_get(const uint8_t *in, size_t end, size_t *pos, uint3
     return -1;
 }
 
-/* Masks of the continuation (high) bits of 8 bytes read as a little-endian word. */
+/* The continuation (high) bits of 8 bytes read as a little-endian word:
+ * `(w & TL_VBYTE_HIGH_BITS) == 0` means 8 one-byte values. */
 #define TL_VBYTE_HIGH_BITS 0x8080808080808080ull
 
-/* Decodes the value at the start of w (8 bytes read little-endian) without
- * branching on its length, for loops that know 8 bytes are readable. Returns
- * the bytes used (1..5), or 0 when the value is overlong (no terminator in
- * 5 bytes, or a fifth byte above 0x0F) — the same rule as tl_vbyte_get. */
+/* Decodes the value at the start of w, 8 bytes read little-endian, for
+ * loops that know 8 bytes are readable. Returns the bytes used (1..5), or 0
+ * when the value is overlong (same rule as tl_vbyte_get). One branch per
+ * length, on purpose: when lengths repeat, the predictor runs ahead to the
+ * next value instead of waiting for this one's length (a branch-free
+ * length, e.g. from a bit scan, chains every value to the previous). */
 static inline size_t tl_vbyte_get_word(uint64_t w, uint32_t *v) {
-    uint64_t stop = ~w & TL_VBYTE_HIGH_BITS; /* high bit 0 = last byte */
-    if (!stop) return 0;
-    size_t len = (size_t)(__builtin_ctzll(stop) >> 3) + 1;
-    if (len > 5 || (len == 5 && (uint8_t)(w >> 32) > 0x0F)) return 0;
-    uint64_t x = w & ((1ull << (8 * len)) - 1);
-    *v = (uint32_t)((x & 0x7F) | ((x >> 1) & (0x7Full << 7)) | ((x >> 2) & (0x7Full << 14)) |
-                    ((x >> 3) & (0x7Full << 21)) | ((x >> 4) & (0xFull << 28)));
-    return len;
+    uint64_t stop = ~w & TL_VBYTE_HIGH_BITS; /* high bit 0: last byte */
+    uint32_t x = (uint32_t)(w & 0x7F);
+    if (stop & 0x80) {
+        *v = x;
+        return 1;
+    }
+    x |= (uint32_t)(w >> 1) & (0x7Fu << 7);
+    if (stop & 0x8000) {
+        *v = x;
+        return 2;
+    }
+    x |= (uint32_t)(w >> 2) & (0x7Fu << 14);
+    if (stop & 0x800000) {
+        *v = x;
+        return 3;
+    }
+    x |= (uint32_t)(w >> 3) & (0x7Fu << 21);
+    if (stop & 0x80000000u) {
+        *v = x;
+        return 4;
+    }
+    if (((w >> 32) & 0xFF) > 0x0F) return 0;
+    *v = x | ((uint32_t)(w >> 4) & 0xF0000000u); /* fifth byte, <= 0x0F */
+    return 5;
 }
 
 #endif

@@ -8,8 +8,8 @@
 
 size_t tl_vbyte_max_bytes(size_t n) { return 5 * n; }
 
-/* `delta` is a constant at every call site, so each instantiation below is
- * its own branch-free loop. */
+/* `delta` is a constant at every call site below, so each instantiation is
+ * its own loop with no test of delta inside. */
 static inline int64_t tl_vbyte_encode_core(const uint32_t *in, size_t n, uint32_t prev,
                                            uint8_t *out, int delta) {
     if (n > TIERLAB_MAX_BLOCK || (n && (!in || !out))) return TIERLAB_EINVAL;
@@ -28,9 +28,9 @@ static inline int64_t tl_vbyte_decode_core(const uint8_t *in, size_t in_len, siz
     if (n > TIERLAB_MAX_BLOCK || (n && !out) || (in_len && !in)) return TIERLAB_EINVAL;
     size_t p = 0, i = 0;
     uint32_t acc = prev;
-    /* While 8 bytes are readable, read them as one word: eight 1-byte values
-     * (the common case for gaps and freqs) go in one step, any other value
-     * is decoded from the word without a per-byte loop. */
+    /* While 8 bytes are readable: eight 1-byte values (the common case for
+     * gaps and freqs) in one step when a word has no high bit set, any other
+     * value without bounds checks. */
     while (i < n && in_len - p >= 8) {
         uint64_t w;
         memcpy(&w, in + p, 8); /* little-endian hosts only (as base.c) */
