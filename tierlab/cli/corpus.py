@@ -4,37 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import textwrap
+
+from .args import paragraphs, positive_int, size
 
 FORMAT_HELP = ("Output: CORPUS (UTF-8, one document per line, each at most --doc-bytes bytes), "
                "CORPUS.terms.tsv (term, postings, occurrences) and CORPUS.json (the manifest), "
                "written atomically: nothing is left behind on error or Ctrl-C.")
-
-
-def paragraphs(*texts: str) -> str:
-    """Help text in paragraphs, each wrapped (RawDescriptionHelpFormatter keeps
-    the blank lines between them)."""
-    return "\n\n".join(textwrap.fill(t, 79) for t in texts)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(float(text)) if "e" in text.lower() else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: '{text}'") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: '{text}'")
-    return v
-
-
-def _size(text: str) -> int:
-    from ..corpus import parse_size
-    from ..errors import TierlabError
-
-    try:
-        return parse_size(text)
-    except TierlabError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def register(sub) -> None:
@@ -56,18 +31,18 @@ def register(sub) -> None:
         epilog="example: tierlab corpus generate --size 100MB --out data/synth.txt")
     g.add_argument("--out", required=True, metavar="CORPUS", help="the corpus file to write")
     scale = g.add_mutually_exclusive_group()
-    scale.add_argument("--size", type=_size, metavar="SIZE",
+    scale.add_argument("--size", type=size, metavar="SIZE",
                        help="stop at this many bytes of text, e.g. 100MB, 2GiB (default 100MB)")
-    scale.add_argument("--docs", type=_positive_int, metavar="N", help="write exactly N documents")
-    g.add_argument("--doc-bytes", type=_positive_int, metavar="BYTES",
+    scale.add_argument("--docs", type=positive_int, metavar="N", help="write exactly N documents")
+    g.add_argument("--doc-bytes", type=positive_int, metavar="BYTES",
                    help="bytes per document line, at most; filled to within one word (default 1024)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--zipf-s", type=float, metavar="S", help="Zipf exponent of the head (default 1.0)")
     g.add_argument("--tail-s", type=float, metavar="S",
                    help="exponent beyond the knee (default 2.0; equal to --zipf-s for one Zipf law)")
-    g.add_argument("--knee", type=_positive_int, metavar="RANK",
+    g.add_argument("--knee", type=positive_int, metavar="RANK",
                    help="last rank of the head (default 10000)")
-    g.add_argument("--vocab-max", type=_positive_int, metavar="TERMS",
+    g.add_argument("--vocab-max", type=positive_int, metavar="TERMS",
                    help="largest rank; costs 16 bytes of address space each (default 2^24)")
     g.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     g.set_defaults(func=run_generate)
@@ -90,13 +65,13 @@ def register(sub) -> None:
     i.add_argument("--format", choices=["auto", "text", "jsonl", "wet"], default="auto",
                    help="input format (default auto: *.jsonl/*.ndjson/*.json are jsonl, "
                    "*.wet/*.warc.wet[.gz] are wet, anything else is text)")
-    i.add_argument("--doc-bytes", type=_positive_int, default=1024, metavar="BYTES",
+    i.add_argument("--doc-bytes", type=positive_int, default=1024, metavar="BYTES",
                    help="truncate documents to this many bytes of UTF-8 (default 1024)")
     i.add_argument("--text-field", default="text", metavar="NAME",
                    help="the JSON Lines field holding the text (default text)")
     i.add_argument("--skip-bad", action="store_true",
                    help="skip (and count) bad documents instead of stopping at the first")
-    i.add_argument("--max-docs", type=_positive_int, metavar="N", help="stop after N documents")
+    i.add_argument("--max-docs", type=positive_int, metavar="N", help="stop after N documents")
     i.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     i.set_defaults(func=run_ingest)
 

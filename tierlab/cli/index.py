@@ -3,18 +3,9 @@ corpus, describe and check one, or move one to and from CIFF (tierlab.index,
 tierlab.ciff; formats in kernels/formats/index.md)."""
 from __future__ import annotations
 
-import argparse
 import json
 
-
-def _size(text: str) -> int:
-    from ..errors import TierlabError
-    from ..index import parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except TierlabError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+from .args import size
 
 
 def register(sub) -> None:
@@ -40,7 +31,7 @@ def register(sub) -> None:
                    help="postings per block (default 256)")
     b.add_argument("--doc-bytes", type=int, default=1024, metavar="BYTES",
                    help="longest document; longer lines are cut (default 1024)")
-    b.add_argument("--memory-budget", type=_size, metavar="SIZE",
+    b.add_argument("--memory-budget", type=size, metavar="SIZE",
                    help="bound on the ingest table, e.g. 2GB (default: a quarter of RAM)")
     b.add_argument("--force", action="store_true", help="replace an existing index at --out")
     b.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
@@ -95,8 +86,8 @@ def _print(m: dict, path, build_seconds: float | None = None) -> None:
     print(f"documents  {m['documents']:,}  (cut to {m['doc_bytes']} bytes: "
           f"{m['truncated_documents']:,})")
     print(f"terms      {m['terms']:,}   postings {m['postings']:,}   blocks {m['blocks']:,}")
-    for f, size in m["files"].items():
-        print(f"  {f:<10} {size:>15,} bytes")
+    for f, nbytes in m["files"].items():
+        print(f"  {f:<10} {nbytes:>15,} bytes")
     print(f"DID blocks  {m['did_block_bytes']:,} bytes = {100 * r['did_ratio']:.1f} % of base "
           f"(4 bytes per posting)")
     print(f"freq blocks {m['freq_block_bytes']:,} bytes = {100 * r['freq_ratio']:.1f} % of base")
@@ -121,8 +112,8 @@ def run_build(args) -> int:
     if not args.quiet:
         from tqdm import tqdm
 
-        size = os.path.getsize(args.corpus) if os.path.isfile(args.corpus) else None
-        bar = tqdm(total=size, unit="B", unit_scale=True, desc="ingest", leave=False)
+        total_bytes = os.path.getsize(args.corpus) if os.path.isfile(args.corpus) else None
+        bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="ingest", leave=False)
 
         def progress(done, total):
             bar.update(done - bar.n)

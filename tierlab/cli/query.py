@@ -2,22 +2,13 @@
 measurement protocol, or run one query and print its hits (tierlab.query)."""
 from __future__ import annotations
 
-import argparse
+
+from .args import positive_int
 
 PLACE_HELP = ("where each file lives: dict=T,skip=T,did=T,freq=T or one T for all, T one of "
               "storage (mmap, page cache), dram (anonymous memory, mlock'd if allowed), "
               "pm:PATH (copied into PATH and mmap'd; real PM only on an fsdax mount), "
               "numa:N (bound to NUMA node N). Default: storage")
-
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: '{text}'") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: '{text}'")
-    return v
 
 
 def register(sub) -> None:
@@ -38,8 +29,8 @@ def register(sub) -> None:
     r.add_argument("index", metavar="INDEX")
     r.add_argument("workload", metavar="WORKLOAD")
     r.add_argument("--out", required=True, metavar="FILE", help="results table, .parquet or .csv")
-    r.add_argument("--k", type=_positive, default=1024, help="hits kept per query (default 1024)")
-    r.add_argument("--passes", type=_positive, default=2,
+    r.add_argument("--k", type=positive_int, default=1024, help="hits kept per query (default 1024)")
+    r.add_argument("--passes", type=positive_int, default=2,
                    help="passes over the workload; the last is reported (default 2: warm)")
     r.add_argument("--drop-caches", nargs="?", const="auto", metavar="METHOD",
                    choices=["auto", "drop-caches", "fadvise"],
@@ -57,7 +48,7 @@ def register(sub) -> None:
                         "AND between them is optional) and print the hits and the measurements.")
     t.add_argument("index", metavar="INDEX")
     t.add_argument("terms", nargs="+", metavar="TERM")
-    t.add_argument("--k", type=_positive, default=10, help="hits to print (default 10)")
+    t.add_argument("--k", type=positive_int, default=10, help="hits to print (default 10)")
     t.add_argument("--place", metavar="PLACEMENT", help=PLACE_HELP)
     t.set_defaults(func=run_terms)
 

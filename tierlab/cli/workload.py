@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .corpus import _positive_int, paragraphs
+from .args import paragraphs, positive_int
 
 SOURCE_HELP = ("--corpus CORPUS reads CORPUS.terms.tsv and the document count from CORPUS.json; "
                "--terms TABLE reads any table with columns term, postings (and occurrences; an "
@@ -28,7 +28,7 @@ def _threshold(text: str) -> float:
 def _source_args(p) -> None:
     p.add_argument("--corpus", metavar="CORPUS", help="a tierlab corpus (its sidecars are read)")
     p.add_argument("--terms", metavar="TABLE", help="a term table (.tsv or .parquet)")
-    p.add_argument("--documents", type=_positive_int, metavar="N",
+    p.add_argument("--documents", type=positive_int, metavar="N",
                    help="documents in the collection, for fractional thresholds with --terms")
     p.add_argument("--h", type=_threshold, default=0.00625, metavar="X",
                    help="class H: postings >= X; X < 1 is a fraction of the documents "
@@ -36,7 +36,7 @@ def _source_args(p) -> None:
     p.add_argument("--l", type=_threshold, default=0.00000625, metavar="X",
                    help="class L: postings < X; X < 1 is a fraction of the documents, at least 2 "
                    "postings (default 0.00000625, the reference's 1,000 of 160 M)")
-    p.add_argument("--block-postings", type=_positive_int, default=256, metavar="B",
+    p.add_argument("--block-postings", type=positive_int, default=256, metavar="B",
                    help="postings per index block, for blocks touched (default 256)")
 
 
@@ -64,12 +64,12 @@ def register(sub) -> None:
                    help="frequency class of the terms")
     g.add_argument("--type", choices=["single", "and"], default="single",
                    help="SINGLE (one term) or AND (two terms) queries (default single)")
-    g.add_argument("--queries", type=_positive_int, metavar="N",
+    g.add_argument("--queries", type=positive_int, metavar="N",
                    help="workload size (default by class, as the reference: H 1000, M 100000, "
                    "L 1000000)")
     g.add_argument("--rp", type=float, default=0.25, metavar="P",
                    help="repetition probability (default 0.25)")
-    g.add_argument("--repeat-queue", type=_positive_int, default=100, metavar="R",
+    g.add_argument("--repeat-queue", type=positive_int, default=100, metavar="R",
                    help="repeat-queue capacity (default 100)")
     g.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     g.add_argument("--out", required=True, metavar="WORKLOAD", help="the query file to write")

@@ -23,6 +23,24 @@ extern const tierlab_codec tl_pfor_plain;    /* freq codec of pfor-delta    */
 extern const tierlab_codec tl_pfor256_plain; /* freq codec of pfor-delta256 */
 
 size_t tl_pfor_max_bytes(size_t n);
+
+/* The descriptor of one PFor flavour: NAME with entry points that fix delta
+ * and the layout; FREQ is its freq codec (NULL: itself). */
+#define TL_PFOR_CODEC(ident, NAME, DELTA, VERTICAL, IMPL, FREQ)                          \
+    static int64_t ident##_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) { \
+        return tl_pfor_encode(in, n, prev, out, DELTA, VERTICAL);                       \
+    }                                                                                   \
+    static int64_t ident##_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,  \
+                               uint32_t *out) {                                         \
+        return tl_pfor_decode(in, len, n, prev, out, DELTA, VERTICAL);                  \
+    }                                                                                   \
+    const tierlab_codec ident = {.name = NAME,                                          \
+                                 .delta = DELTA,                                        \
+                                 .max_encoded_bytes = tl_pfor_max_bytes,                \
+                                 .encode = ident##_enc,                                 \
+                                 .decode = ident##_dec,                                 \
+                                 .impl = IMPL,                                          \
+                                 .freq = FREQ}
 /* AVX2: the 256 values of a constant block of gaps c after prev. */
 void tl_const_delta256_avx2(uint32_t *out, uint32_t prev, uint32_t c);
 /* AVX2 horizontal unpack of the first values of a packed section of `len`

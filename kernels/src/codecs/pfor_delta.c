@@ -279,37 +279,6 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
 
 /* ---- the configurations ---- */
 
-static int64_t tl_pfor_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
-    return tl_pfor_encode(in, n, prev, out, 0, 0);
-}
-static int64_t tl_pfor_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,
-                           uint32_t *out) {
-    return tl_pfor_decode(in, len, n, prev, out, 0, 0);
-}
-static int64_t tl_pfor_delta_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
-    return tl_pfor_encode(in, n, prev, out, 1, 0);
-}
-static int64_t tl_pfor_delta_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,
-                                 uint32_t *out) {
-    return tl_pfor_decode(in, len, n, prev, out, 1, 0);
-}
-
 /* `pfor`: the freq codec of `pfor-delta` (not in the registry by itself). */
-const tierlab_codec tl_pfor_plain = {
-    .name = "pfor",
-    .delta = 0,
-    .max_encoded_bytes = tl_pfor_max_bytes,
-    .encode = tl_pfor_enc,
-    .decode = tl_pfor_dec,
-    .impl = tl_impl_scalar,
-};
-
-const tierlab_codec tierlab_codec_pfor_delta = {
-    .name = "pfor-delta",
-    .delta = 1,
-    .max_encoded_bytes = tl_pfor_max_bytes,
-    .encode = tl_pfor_delta_enc,
-    .decode = tl_pfor_delta_dec,
-    .impl = tl_impl_scalar,
-    .freq = &tl_pfor_plain,
-};
+TL_PFOR_CODEC(tl_pfor_plain, "pfor", 0, 0, tl_impl_scalar, NULL);
+TL_PFOR_CODEC(tierlab_codec_pfor_delta, "pfor-delta", 1, 0, tl_impl_scalar, &tl_pfor_plain);

@@ -41,37 +41,7 @@ void tl_vunpack256_scalar(const uint8_t *in, unsigned b, uint32_t *out) {
 
 static const char *tl_pfor256_impl(void) { return tierlab_cpu_has_avx2() ? "simd" : "scalar"; }
 
-static int64_t tl_pfor256_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
-    return tl_pfor_encode(in, n, prev, out, 0, 1);
-}
-static int64_t tl_pfor256_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,
-                              uint32_t *out) {
-    return tl_pfor_decode(in, len, n, prev, out, 0, 1);
-}
-static int64_t tl_pfor_delta256_enc(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out) {
-    return tl_pfor_encode(in, n, prev, out, 1, 1);
-}
-static int64_t tl_pfor_delta256_dec(const uint8_t *in, size_t len, size_t n, uint32_t prev,
-                                    uint32_t *out) {
-    return tl_pfor_decode(in, len, n, prev, out, 1, 1);
-}
-
 /* `pfor256`: the freq codec of `pfor-delta256` (not in the registry by itself). */
-const tierlab_codec tl_pfor256_plain = {
-    .name = "pfor256",
-    .delta = 0,
-    .max_encoded_bytes = tl_pfor_max_bytes,
-    .encode = tl_pfor256_enc,
-    .decode = tl_pfor256_dec,
-    .impl = tl_pfor256_impl,
-};
-
-const tierlab_codec tierlab_codec_pfor_delta256 = {
-    .name = "pfor-delta256",
-    .delta = 1,
-    .max_encoded_bytes = tl_pfor_max_bytes,
-    .encode = tl_pfor_delta256_enc,
-    .decode = tl_pfor_delta256_dec,
-    .impl = tl_pfor256_impl,
-    .freq = &tl_pfor256_plain,
-};
+TL_PFOR_CODEC(tl_pfor256_plain, "pfor256", 0, 1, tl_pfor256_impl, NULL);
+TL_PFOR_CODEC(tierlab_codec_pfor_delta256, "pfor-delta256", 1, 1, tl_pfor256_impl,
+              &tl_pfor256_plain);
