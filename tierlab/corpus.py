@@ -106,8 +106,10 @@ def atomic_outputs(*paths: Path):
     order) when the block succeeds, remove them whatever happens otherwise."""
     paths = tuple(Path(p) for p in paths)
     for p in paths:
-        if not p.parent.is_dir():
-            raise TierlabError(f"cannot write {p}: directory {p.parent} does not exist")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)  # like the other outputs of tierlab
+        except OSError as e:
+            raise TierlabError(f"cannot write {p}: cannot create {p.parent} ({e.strerror})") from None
         if p.is_dir():
             raise TierlabError(f"cannot write {p}: it is a directory")
         if not os.access(p.parent, os.W_OK):

@@ -118,9 +118,15 @@ def test_bad_parameters_are_clear_errors(tmp_path):
         gen(tmp_path / "c.txt", docs=10, knee=100, vocab_max=50)
     with pytest.raises(TierlabError, match="zipf-s"):
         gen(tmp_path / "c.txt", docs=10, zipf_s=0)
-    with pytest.raises(TierlabError, match="does not exist"):
-        gen(tmp_path / "no" / "c.txt", docs=10)
-    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "file").write_text("")
+    with pytest.raises(TierlabError, match="cannot create"):
+        gen(tmp_path / "file" / "c.txt", docs=10)
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_missing_output_directories_are_created(tmp_path):
+    gen(tmp_path / "a" / "b" / "c.txt", docs=10)
+    assert (tmp_path / "a" / "b" / "c.txt").exists()
 
 
 def test_ctrl_c_leaves_nothing_behind(tmp_path, monkeypatch):

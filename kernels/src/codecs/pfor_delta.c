@@ -255,9 +255,17 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
         memset(vmap, 0, mapb);
         for (size_t e = 0; e < nexc; e++) {
             /* Positions strictly ascending inside n; high parts fit above b bits. */
-            if (pos[e] >= n || (e && pos[e] <= pos[e - 1]) ||
-                tl_vbyte_get(in, in_len, &p, &high[e]) || (uint64_t)high[e] >> (32 - b))
+            if (pos[e] >= n || (e && pos[e] <= pos[e - 1])) return TIERLAB_ECORRUPT;
+            if (in_len - p >= 8) { /* one load, no per-byte loop */
+                uint64_t w;
+                memcpy(&w, in + p, 8);
+                size_t used = tl_vbyte_get_word(w, &high[e]);
+                if (!used) return TIERLAB_ECORRUPT;
+                p += used;
+            } else if (tl_vbyte_get(in, in_len, &p, &high[e])) {
                 return TIERLAB_ECORRUPT;
+            }
+            if ((uint64_t)high[e] >> (32 - b)) return TIERLAB_ECORRUPT;
             vmap[pos[e] >> 3] |= (uint8_t)(1u << (pos[e] & 7));
         }
         if (in_len - p < packed) return TIERLAB_ECORRUPT;
