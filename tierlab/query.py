@@ -144,7 +144,7 @@ def _percentiles(lat: np.ndarray) -> dict:
 def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.PathLike, *,
         k: int = 1024, passes: int = 2, drop: str | None = None, placement: str | None = None,
         results: str | os.PathLike | None = None, cpu: int | None = None,
-        progress=None) -> dict:
+        trace: str | os.PathLike | None = None, progress=None) -> dict:
     """Run a workload file (see the module docstring); returns the summary."""
     from .workload import read_queries
 
@@ -212,9 +212,26 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         "pinned_cpu": pinned,
         "machine": machine(),
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tierlab_version": __version__,
+        "placement_request": placement or "storage",
     }
     summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
+    if trace is not None:
+        from .traces.runs import write_query_run
+
+        write_query_run(trace, summary=summary, queries=queries, stats=st,
+                        query_class=_workload_class(workload))
+        summary["trace"] = str(trace)
     return summary
+
+
+def _workload_class(workload) -> str:
+    """The frequency class recorded by `tierlab workload generate`, if any."""
+    side = Path(f"{workload}.json")
+    try:
+        return str(json.loads(side.read_text()).get("generator", {}).get("class", "") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def _table(queries, st):

@@ -8,10 +8,11 @@ from tierlab.traces import schema
 # Golden: changing a column must be a deliberate act (bump schema_version).
 GOLDEN_V1 = {
     "query": ["run_id", "source", "query_id", "query_type", "query_class", "terms", "latency_ns",
-              "postings_scored", "blocks_total", "blocks_decoded", "dict_bytes", "skip_bytes",
-              "did_bytes", "freq_bytes", "results"],
-    "block_cost": ["run_id", "source", "codec", "list", "tier", "operation", "postings", "bytes",
-                   "ns"],
+              "postings_scored", "blocks_total", "blocks_decoded", "freq_blocks_decoded",
+              "dict_bytes_read", "skip_bytes_read", "did_bytes_read", "freq_bytes_read",
+              "results", "unknown_terms"],
+    "term": ["run_id", "source", "query_id", "term_pos", "term", "postings", "blocks_total",
+             "blocks_decoded"],
 }
 
 
@@ -21,34 +22,34 @@ def test_golden_columns():
         assert schema.arrow_schema(table).names == cols
 
 
-def _block_rows(source="measured"):
-    return pd.DataFrame({"run_id": ["r1", "r1"], "source": [source] * 2, "codec": ["base"] * 2,
-                         "list": ["dids", "freqs"], "tier": ["dram"] * 2,
-                         "operation": ["decode"] * 2, "postings": [256, 256],
-                         "bytes": [1024, 1024], "ns": [80.5, 70.25]})
+def _term_rows(source="measured"):
+    return pd.DataFrame({"run_id": ["r1", "r1"], "source": [source] * 2, "query_id": [0, 0],
+                         "term_pos": [0, 1], "term": ["apple", "pear"],
+                         "postings": [700, 12], "blocks_total": [3, 1],
+                         "blocks_decoded": [1, 1]})
 
 
 def test_round_trip(tmp_path):
-    p = schema.write_table("block_cost", _block_rows(), tmp_path / "b.parquet")
+    p = schema.write_table("term", _term_rows(), tmp_path / "b.parquet")
     name, df = schema.read_table(p)
-    assert name == "block_cost"
-    assert df["ns"].tolist() == [80.5, 70.25]
+    assert name == "term"
+    assert df["term"].tolist() == ["apple", "pear"]
     assert not list(tmp_path.glob(".*tmp*"))
 
 
 def test_missing_column_is_named(tmp_path):
-    with pytest.raises(TierlabError, match="missing \\['ns'\\]"):
-        schema.write_table("block_cost", _block_rows().drop(columns=["ns"]), tmp_path / "b.parquet")
+    with pytest.raises(TierlabError, match="missing \\['postings'\\]"):
+        schema.write_table("term", _term_rows().drop(columns=["postings"]), tmp_path / "b.parquet")
     assert not (tmp_path / "b.parquet").exists()
 
 
 def test_unknown_source_refused(tmp_path):
     with pytest.raises(TierlabError, match="unknown source"):
-        schema.write_table("block_cost", _block_rows("guess"), tmp_path / "b.parquet")
+        schema.write_table("term", _term_rows("guess"), tmp_path / "b.parquet")
 
 
 def test_foreign_version_names_both(tmp_path, monkeypatch):
-    p = schema.write_table("block_cost", _block_rows(), tmp_path / "b.parquet")
+    p = schema.write_table("term", _term_rows(), tmp_path / "b.parquet")
     monkeypatch.setitem(schema.spec(), "schema_version", 2)
     with pytest.raises(TierlabError, match="schema version 1, this tierlab knows version 2"):
         schema.read_table(p)

@@ -18,9 +18,9 @@ import sys  # noqa: E402
 
 from .. import __version__  # noqa: E402
 from ..errors import TierlabError  # noqa: E402
-from . import bench, corpus, index, list_, query, workload  # noqa: E402
+from . import bench, corpus, index, list_, query, trace, workload  # noqa: E402
 
-GROUPS = [list_, bench, corpus, workload, index, query]
+GROUPS = [list_, bench, corpus, workload, index, query, trace]
 
 
 def build_parser() -> argparse.ArgumentParser:

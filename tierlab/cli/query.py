@@ -39,6 +39,9 @@ def register(sub) -> None:
                    "(global, root only), fadvise (per file, leaves other caches alone)")
     r.add_argument("--place", metavar="PLACEMENT", help=PLACE_HELP)
     r.add_argument("--results", metavar="TSV", help="also write the top-k: query_id rank did score")
+    r.add_argument("--trace", metavar="DIR",
+                   help="also write the run as a trace of the result schema (traces/schema.yaml): "
+                   "DIR/run.parquet, query.parquet, term.parquet; see `tierlab trace inspect`")
     r.add_argument("--cpu", type=int, metavar="N", help="pin to CPU N (default: the last allowed)")
     r.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     r.set_defaults(func=run_workload)
@@ -69,7 +72,7 @@ def run_workload(args) -> int:
     try:
         s = run(args.index, args.workload, args.out, k=args.k, passes=args.passes,
                 drop=args.drop_caches, placement=args.place, results=args.results, cpu=args.cpu,
-                progress=progress)
+                trace=args.trace, progress=progress)
     finally:
         if bar is not None:
             bar.close()
