@@ -1,125 +1,182 @@
-"""Drives the C side: the unit tests of the release build, the same tests in
-an ASan + UBSan build, and a bounded libFuzzer run per codec.
+"""The C side of the codec tests, driven from pytest so `make test` is one run:
 
-Build directories live under $TIERLAB_BUILD_DIR (default <repo>/build) and are
-built incrementally, once per session. A missing tool is a skip that says
-what to install, never a silent pass.
+1. kernels/tests/unit.c in the release build (what `make build` made);
+2. the C tests (ctest: unit.c and the others) in an ASan + UBSan build;
+3. the libFuzzer harness kernels/fuzz/fuzz_codec.c, a few seconds per codec.
+
+Builds live under $TIERLAB_BUILD_DIR (default <repo>/build): release/, asan/,
+fuzz/ (fuzz/corpus/<codec>/ grows between runs and is never committed). Each
+build runs once per session and is incremental. A missing tool is a skip that
+says what to install, never a silent pass.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from tierlab.errors import TierlabError
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TIERLAB_BUILD_DIR", REPO / "build"))
 FUZZ_SECONDS = int(os.environ.get("TIERLAB_FUZZ_SECONDS", "4"))
+JOBS = str(max(1, min(os.cpu_count() or 2, 4)))
+SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1",
+                 "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
 
 
-def _cmake(build: Path, *options: str, env: dict | None = None) -> None:
-    run_env = {**os.environ, **(env or {})}
-    subprocess.run(["cmake", "-S", str(REPO / "kernels"), "-B", str(build), *options],
-                   check=True, capture_output=True, env=run_env)
-    r = subprocess.run(["cmake", "--build", str(build), "-j", "2"], capture_output=True,
-                       text=True, env=run_env)
-    assert r.returncode == 0, f"build in {build} failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+def _codec_names() -> list[str]:
+    """Registry entries and their freq codecs, from the Python binding."""
+    from tierlab import native
+
+    try:
+        names: list[str] = []
+        for c in native.codecs():
+            for name in (c.name, c.freq.name):
+                if name not in names:
+                    names.append(name)
+        return names
+    except TierlabError:
+        return []
 
 
-def _run_unit(binary: Path, env: dict | None = None) -> str:
-    r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, **(env or {})})
-    assert r.returncode == 0, f"{binary} failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-    return r.stdout
+CODEC_NAMES = _codec_names()
 
+
+def _tail(text: str, limit: int = 6000) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _build(build: Path, *options: str, targets: tuple[str, ...] = ()) -> Path:
+    """Configure (first time, or when options change) and build incrementally."""
+    cmd = ["cmake", "-S", str(REPO / "kernels"), "-B", str(build), *options]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{_tail(r.stdout + r.stderr)}"
+    cmd = ["cmake", "--build", str(build), "-j", JOBS]
+    for t in targets:
+        cmd += ["--target", t]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{_tail(r.stdout + r.stderr)}"
+    return build
+
+
+def _run(cmd: list[str], env: dict | None = None, timeout: float = 600, cwd: Path | None = None):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+
+
+# --- 1. release ------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def release_build() -> Path:
-    build = BUILD / "release"
-    _cmake(build, "-DCMAKE_BUILD_TYPE=Release", "-DTIERLAB_WERROR=ON")
-    return build
+    """`make build`'s tree; built here (same options) when pytest runs alone."""
+    return _build(BUILD / "release", "-DCMAKE_BUILD_TYPE=Release", "-DTIERLAB_WERROR=ON",
+                  targets=("tierlab-unit",))
 
+
+def test_unit_release(release_build):
+    r = _run([str(release_build / "tierlab-unit")])
+    assert r.returncode == 0, f"tierlab-unit failed:\n{_tail(r.stdout)}\n{_tail(r.stderr)}"
+    lines = r.stdout.strip().splitlines()
+    assert lines[-1].endswith(" 0 failed"), lines[-1]
+    for name in CODEC_NAMES:  # every codec was actually tested
+        assert any(line.split()[:1] == [name] for line in lines), f"{name} missing:\n{r.stdout}"
+
+
+# --- 2. sanitizers ----------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def asan_build() -> Path:
-    build = BUILD / "asan"
-    _cmake(build, "-DCMAKE_BUILD_TYPE=Debug", "-DTIERLAB_SANITIZE=ON", "-DTIERLAB_WERROR=ON")
-    return build
+    return _build(BUILD / "asan", "-DTIERLAB_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug",
+                  "-DTIERLAB_WERROR=ON")
 
 
-def _fuzzer_available() -> str | None:
+def test_c_tests_under_asan_and_ubsan(asan_build):
+    r = _run(["ctest", "--output-on-failure", "-j", JOBS], env=SANITIZER_ENV, timeout=900,
+             cwd=asan_build)
+    assert r.returncode == 0, f"C tests failed under ASan/UBSan:\n{_tail(r.stdout, 12000)}"
+    assert "tests passed" in r.stdout and "unit" in r.stdout, r.stdout
+
+
+# --- 3. libFuzzer -------------------------------------------------------------------
+
+def _fuzzer_missing() -> str | None:
+    """Why the fuzz build cannot run here, or None."""
     if not shutil.which("clang"):
-        return "clang is not installed (Debian: clang libclang-rt-14-dev; `make deps`)"
-    probe = subprocess.run(["clang", "-fsanitize=fuzzer", "-x", "c", "-", "-o", os.devnull],
-                           input="int LLVMFuzzerTestOneInput(const char *d, long n)"
-                                 "{(void)d;(void)n;return 0;}", capture_output=True, text=True)
+        return "clang is not installed (Debian packages clang and libclang-rt-14-dev; `make deps`)"
+    probe = subprocess.run(
+        ["clang", "-fsanitize=fuzzer", "-x", "c", "-", "-o", os.devnull],
+        input="#include <stddef.h>\n#include <stdint.h>\n"
+              "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n",
+        capture_output=True, text=True)
     if probe.returncode != 0:
-        return "clang cannot link libFuzzer (Debian: libclang-rt-14-dev; `make deps`)"
+        return ("`clang -fsanitize=fuzzer` cannot link libFuzzer (Debian package "
+                f"libclang-rt-14-dev; `make deps`):\n{_tail(probe.stderr, 1000)}")
     return None
 
 
 @pytest.fixture(scope="session")
 def fuzz_build() -> Path:
-    reason = _fuzzer_available()
+    reason = _fuzzer_missing()
     if reason:
         pytest.skip(reason)
-    build = BUILD / "fuzz"
-    _cmake(build, "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DTIERLAB_FUZZ=ON",
-           "-DTIERLAB_ENABLE_TESTS=OFF", "-DCMAKE_C_COMPILER=clang")
-    return build
+    # Debug (-O0, assertions on): with ASan + UBSan + coverage, clang needs
+    # ~100 s for pfor_delta256_avx2.c alone at -O1/-O2 but 5 s at -O0, and a
+    # few seconds of fuzzing per codec gain little from the faster code.
+    return _build(BUILD / "fuzz", "-DCMAKE_C_COMPILER=clang", "-DTIERLAB_FUZZ=ON",
+                  "-DTIERLAB_ENABLE_TESTS=OFF", "-DCMAKE_BUILD_TYPE=Debug",
+                  "-DTIERLAB_WERROR=ON", targets=("tierlab-fuzz-codec",))
 
 
-def _codec_names(build: Path) -> list[str]:
-    """The registry and its freq codecs, from the CLI of the build itself."""
-    out = subprocess.run([str(build / "tierlab-kernels"), "codecs"], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    return [line.split()[0] for line in out[1:] if line and not line.startswith("cpu ")]
+def _seed_corpus(name: str, corpus: Path) -> None:
+    """A few valid inputs in the harness's layout (see fuzz_codec.c) so the
+    fuzzer starts from real blocks instead of learning the format."""
+    from tierlab import native
+
+    codec = next(c for r in native.codecs() for c in (r, r.freq) if c.name == name)
+    rng = np.random.default_rng(7)
+    corpus.mkdir(parents=True, exist_ok=True)
+    for n, width in ((0, 0), (1, 32), (5, 3), (33, 9), (128, 17), (256, 7), (256, 32)):
+        values = (rng.integers(0, 1 << width, n, dtype=np.uint64) if width else
+                  np.zeros(n, dtype=np.uint64)).astype(np.uint32)
+        if codec.delta:
+            values = np.cumsum(values, dtype=np.uint64).astype(np.uint32)
+        prev = 0x9E3779B9  # the harness decodes with this prev
+        enc = codec.encode(values, prev)
+        decode_mode = bytes([0, n & 0xFF, n >> 8]) + enc
+        roundtrip_mode = bytes([1, 0x5A]) + values.astype("<u4").tobytes()
+        for seed in (decode_mode, roundtrip_mode):
+            (corpus / f"seed-{hashlib.sha1(seed).hexdigest()[:16]}").write_bytes(seed)
 
 
-def test_unit_release(release_build):
-    out = _run_unit(release_build / "tierlab-unit")
-    assert "pfor-delta256" in out and out.strip().splitlines()[-1].endswith(" 0 failed")
-
-
-def test_unit_sanitized(asan_build):
-    env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
-    _run_unit(asan_build / "tierlab-unit", env)
-    for extra in asan_build.glob("tierlab-*-test"):
-        _run_unit(extra, env)
-
-
-def test_unit_catches_a_broken_codec(release_build, tmp_path):
-    """The unit test can fail: a build whose pfor-delta256 decoder is off by one
-    must be reported (guards against a test that passes whatever happens)."""
-    src = tmp_path / "kernels"
-    shutil.copytree(REPO / "kernels", src)
-    f = src / "src" / "codecs" / "pfor_delta.c"
-    text = f.read_text()
-    needle = "out[i] = prev += out[i];"
-    assert needle in text
-    f.write_text(text.replace(needle, "out[i] = prev += out[i] + (i == 3);", 1))
-    build = tmp_path / "build"
-    subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
-                   check=True, capture_output=True)
-    subprocess.run(["cmake", "--build", str(build), "-j", "2", "--target", "tierlab-unit"],
-                   check=True, capture_output=True)
-    r = subprocess.run([str(build / "tierlab-unit")], capture_output=True, text=True)
-    assert r.returncode != 0 and "FAIL" in r.stderr
-
-
-def test_fuzz_each_codec(fuzz_build, release_build):
-    names = _codec_names(release_build)
-    assert "pfor-delta256" in names
-    for name in names:
+@pytest.fixture(scope="session")
+def fuzz_runs(fuzz_build) -> dict[str, subprocess.CompletedProcess]:
+    """One bounded libFuzzer run per codec, as many at a time as there are cores."""
+    def run(name: str) -> subprocess.CompletedProcess:
         corpus = fuzz_build / "corpus" / name
-        corpus.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(
-            [str(fuzz_build / "tierlab-fuzz-codec"), f"-max_total_time={FUZZ_SECONDS}",
-             "-rss_limit_mb=2048", "-print_final_stats=1", str(corpus)],
-            capture_output=True, text=True, timeout=FUZZ_SECONDS + 120,
-            env={**os.environ, "TIERLAB_FUZZ_CODEC": name})
-        assert r.returncode == 0, f"fuzzing {name} found a failure:\n{r.stderr[-6000:]}"
-        assert "Done" in r.stderr, r.stderr[-2000:]
+        _seed_corpus(name, corpus)
+        artifacts = fuzz_build / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        return _run([str(fuzz_build / "tierlab-fuzz-codec"), f"-max_total_time={FUZZ_SECONDS}",
+                     "-rss_limit_mb=2048", "-timeout=20", "-print_final_stats=1",
+                     f"-artifact_prefix={artifacts}/{name}-", str(corpus)],
+                    env={"TIERLAB_FUZZ_CODEC": name}, timeout=FUZZ_SECONDS + 300)
+
+    with ThreadPoolExecutor(max_workers=int(JOBS)) as pool:
+        return dict(zip(CODEC_NAMES, pool.map(run, CODEC_NAMES)))
+
+
+@pytest.mark.skipif(not CODEC_NAMES, reason="the C kernels are not built: run `make build`")
+@pytest.mark.parametrize("name", CODEC_NAMES or ["none"])
+def test_fuzz_codec(fuzz_runs, name):
+    r = fuzz_runs[name]
+    assert r.returncode == 0, (f"libFuzzer found a failure in {name} (exit {r.returncode}); "
+                               f"reproduce: TIERLAB_FUZZ_CODEC={name} "
+                               f"{BUILD}/fuzz/tierlab-fuzz-codec <artifact>\n{_tail(r.stderr)}")
+    assert "Done" in r.stderr and "stat::number_of_executed_units" in r.stderr, _tail(r.stderr)
