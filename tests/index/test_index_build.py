@@ -22,6 +22,8 @@ from tierlab import native  # noqa: E402
 from tierlab.errors import TierlabError  # noqa: E402
 from tierlab.index import FILES, Index, build  # noqa: E402
 
+FORMAT_VERSION = native.ffi_lib()[1].TIERLAB_INDEX_FORMAT_VERSION
+
 DOC_BYTES = 300
 
 
@@ -61,7 +63,7 @@ def test_postings_match_reference(tmp_path, corpus, codec, block):
     for f in FILES:
         h = ref.read_header(tmp_path / "idx" / f)
         assert h["build_id"] == int(m["build_id"], 16) and h["codec"] == codec
-        assert h["version"] == m["format_version"] == 1
+        assert h["version"] == m["format_version"] == FORMAT_VERSION
     assert not list(tmp_path.glob("idx.tmp-*"))
 
 
@@ -195,7 +197,7 @@ def test_opens_clean(index):
 
 @pytest.mark.parametrize("case, match", [
     ("no-manifest", "no manifest.json"),
-    ("manifest-version", "format version 2"),
+    ("manifest-version", f"format version {FORMAT_VERSION + 1}"),
     ("foreign-manifest", "not a tierlab index manifest"),
     ("flipped-header", "checksum"),
     ("header-version", "format version 9"),
@@ -210,7 +212,7 @@ def test_refused(index, case, match):
         (index / "manifest.json").unlink()
     elif case == "manifest-version":
         m = json.loads((index / "manifest.json").read_text())
-        m["format_version"] = 2
+        m["format_version"] = FORMAT_VERSION + 1
         (index / "manifest.json").write_text(json.dumps(m))
     elif case == "foreign-manifest":
         (index / "manifest.json").write_text('{"hello": 1}')
