@@ -56,6 +56,7 @@ demo: venv build
 # Full-size benchmarks; each writes JSON (and a plot) under bench/results/.
 bench: venv build
 	$(BIN)/tierlab bench codecs --out bench/results/codecs.json --plot bench/results/codecs.png
+	$(BIN)/tierlab bench index --out bench/results/index.json --plot bench/results/index.png
 
 clean:
 	rm -rf $(BUILD) $(NATIVE)

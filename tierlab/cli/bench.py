@@ -25,6 +25,19 @@ machine, and the targets with MET/MISSED; prints a short table. Takes about
 40 s at the default size on 2 cores; `--n 65536` takes a few seconds.
 """
 
+_INDEX_HELP = """\
+Generate one corpus (--size, seeded) and one workload per SINGLE/AND x H/M/L,
+then build the index with every codec in the registry (block size 256) and
+run every workload on it (2 passes, the warm second one reported, page cache
+dropped with posix_fadvise before the first). Records per codec: build
+throughput (MB of corpus text per second of ingest + transform), the bytes of
+every index file, the DID and freq block sizes against base (4 bytes per
+posting), and QPS and latency mean/p50/p99 per workload. The top-10 results
+of the first 20 queries of every workload must be the same for every codec
+(results_identical). Scratch files go to a folder next to --out (or in
+--work), removed at the end unless --keep. Takes a few minutes at 200MB.
+"""
+
 
 def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks against real peers, written as JSON",
@@ -53,6 +66,34 @@ def register(sub) -> None:
                    help="skip pyfastpfor and libstreamvbyte (memcpy is always measured)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     c.set_defaults(func=run_codecs)
+
+    from .args import positive_int, size
+
+    ix = bsub.add_parser("index", help="index build speed, size and QPS per codec",
+                         description=_INDEX_HELP,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ix.add_argument("--out", required=True, type=Path, metavar="FILE.json",
+                    help="where to write the JSON results (written atomically; folders are created)")
+    ix.add_argument("--plot", type=Path, metavar="FILE.png",
+                    help="also draw QPS vs compressed postings size per codec to this PNG")
+    ix.add_argument("--size", type=size, default="200MB", metavar="SIZE",
+                    help="corpus size to generate, e.g. 50MB (default: 200MB)")
+    ix.add_argument("--queries-h", type=positive_int, default=200, metavar="N",
+                    help="queries per H workload (default: %(default)s)")
+    ix.add_argument("--queries-m", type=positive_int, default=1000, metavar="N",
+                    help="queries per M workload (default: %(default)s)")
+    ix.add_argument("--queries-l", type=positive_int, default=2000, metavar="N",
+                    help="queries per L workload (default: %(default)s)")
+    ix.add_argument("--rp", type=float, default=0.25, metavar="P",
+                    help="repeat probability of the workloads (default: %(default)s)")
+    ix.add_argument("--seed", type=int, default=0, metavar="S",
+                    help="seed of the corpus and workloads (default: %(default)s)")
+    ix.add_argument("--work", type=Path, metavar="DIR",
+                    help="make the scratch folder (corpus, workloads, indexes) in DIR "
+                         "(default: the folder of --out)")
+    ix.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    ix.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    ix.set_defaults(func=run_index)
 
 
 def run_codecs(args) -> int:
@@ -92,3 +133,28 @@ def run_codecs(args) -> int:
     print(codecs.format_table(doc))
     print(f"\nwrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
     return 0
+
+
+def run_index(args) -> int:
+    from ..bench import index as bench_index
+    from ..bench.codecs import check_writable, write_json
+
+    cfg = bench_index.Config(
+        size_bytes=args.size,
+        queries={"H": args.queries_h, "M": args.queries_m, "L": args.queries_l},
+        rp=args.rp, seed=args.seed, work=args.work, keep=args.keep,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    bench_index.validate(cfg)
+    check_writable(args.out)
+    if args.plot is not None:
+        check_writable(args.plot)
+    doc = bench_index.run(cfg, args.out)
+    write_json(doc, args.out)
+    if args.plot is not None:
+        from ..analysis.index_qps_vs_size import plot_qps_vs_size
+
+        plot_qps_vs_size(doc, args.plot)
+    print(bench_index.format_table(doc))
+    print(f"\nwrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
+    return 0 if doc["results_identical"] and not doc["errors"] else 1

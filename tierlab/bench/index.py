@@ -1,0 +1,300 @@
+"""The index benchmark (`tierlab bench index`): build throughput, index size
+and query speed of every codec in the registry on one generated corpus, written
+as one JSON document.
+
+What is measured
+----------------
+One corpus is generated (`tierlab corpus generate`, seeded) and one workload
+per (type, class), SINGLE/AND x H/M/L (`tierlab workload generate`, seeded,
+RP 0.25). Then, for every codec of `native.codecs()` in registry order:
+- the index is built (block size 256); build_mb_per_s = corpus bytes (10^6
+  per MB) / (ingest + transform seconds, as the C build reports them);
+- sizes: bytes of every index file and their total; did_ratio and
+  freq_ratio = DID (freq) block bytes / (4 x postings), i.e. against `base`,
+  which stores 4 bytes per posting (1.0 for base);
+- every workload is run (`query.run`: passes 2, the warm last pass reported,
+  page cache dropped with posix_fadvise(DONTNEED) before the first pass):
+  qps, latency_mean_ns, latency_p50_ns, latency_p99_ns;
+- a correctness check: the top-10 (DID, score) of the first 20 queries of
+  every workload must equal those of the first codec (`base`). Any
+  difference sets results_identical false and is listed in `errors`.
+
+JSON layout
+-----------
+{benchmark: "index", machine{...}, config{size_bytes, seed, rp, queries{H,M,L},
+block_size, passes, k, drop, check_queries, check_k, types, classes},
+corpus{bytes, documents, tokens, vocabulary_terms, postings},
+workloads[{type, class, queries, file}], results_identical, errors[{codec,
+stage, error, ...}], codecs[{codec, freq_codec, error, build_mb_per_s,
+ingest_seconds, transform_seconds, files{name: bytes}, index_bytes, postings,
+did_block_bytes, freq_block_bytes, postings_bytes, did_ratio, freq_ratio,
+results_identical, queries[{type, class, queries, qps, latency_mean_ns,
+latency_p50_ns, latency_p99_ns, unknown_queries}]}]}.
+"""
+from __future__ import annotations
+
+import math
+import platform
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import __version__, native
+from ..errors import TierlabError
+from .codecs import _cpu_model
+
+TYPES = ("single", "and")
+CLASSES = ("H", "M", "L")
+DEFAULT_QUERIES = {"H": 1000, "M": 5000, "L": 20000}
+DEFAULT_SIZE = 200_000_000
+BLOCK_SIZE = 256
+QUERY_KEYS = ("qps", "latency_mean_ns", "latency_p50_ns", "latency_p99_ns")
+
+
+@dataclass(frozen=True)
+class Config:
+    size_bytes: int = DEFAULT_SIZE
+    queries: dict = field(default_factory=lambda: dict(DEFAULT_QUERIES))
+    rp: float = 0.25
+    seed: int = 0
+    block_size: int = BLOCK_SIZE
+    passes: int = 2
+    k: int = 1024
+    drop: str = "fadvise"
+    check_queries: int = 20
+    check_k: int = 10
+    work: Path | None = None  # parent of the scratch folder
+    keep: bool = False
+    progress: bool = True
+
+
+def _machine() -> dict:
+    return {
+        "cpu_model": _cpu_model(),
+        "simd_features": native.cpu_features(),
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "tierlab_version": __version__,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def validate(cfg: Config) -> None:
+    if cfg.size_bytes <= 0:
+        raise TierlabError(f"--size must be positive, got {cfg.size_bytes}")
+    for cls in CLASSES:
+        n = cfg.queries.get(cls)
+        if n is None or n < 1:
+            raise TierlabError(f"queries for class {cls} must be at least 1, got {n}")
+    if not 0 <= cfg.rp <= 1:
+        raise TierlabError(f"--rp must be in [0, 1], got {cfg.rp}")
+    if cfg.passes < 1:
+        raise TierlabError(f"--passes must be at least 1, got {cfg.passes}")
+    if cfg.k < 1:
+        raise TierlabError(f"--k must be at least 1, got {cfg.k}")
+    if cfg.seed < 0:
+        raise TierlabError(f"--seed must be a non-negative integer, got {cfg.seed}")
+
+
+def _top(ix, queries, k: int) -> list[list[tuple[int, float]]]:
+    return [ix.query(list(q), k)[0] for q in queries]
+
+
+def _same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
+    return len(a) == len(b) and all(
+        da == db and math.isclose(sa, sb, rel_tol=1e-12, abs_tol=1e-12)
+        for (da, sa), (db, sb) in zip(a, b))
+
+
+def run(cfg: Config, out: Path) -> dict:
+    """Run the benchmark; returns the JSON document. Scratch files live in a
+    fresh folder under cfg.work (default: out's folder), removed unless keep."""
+    from tqdm import tqdm
+
+    from .. import corpus as corpus_mod
+    from .. import index as index_mod
+    from .. import query as query_mod
+    from .. import workload as workload_mod
+
+    validate(cfg)
+    codecs = [c.name for c in native.codecs()]
+    if not codecs:
+        raise TierlabError("the codec registry is empty")
+    parent = Path(cfg.work) if cfg.work is not None else Path(out).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(dir=parent, prefix=".bench-index-"))
+    except OSError as e:
+        raise TierlabError(f"cannot create a work folder in {parent}: {e.strerror or e}") from None
+
+    combos = [(t, c) for t in TYPES for c in CLASSES]
+    bar = tqdm(total=1 + len(combos) + len(codecs) * (2 + len(combos)), desc="bench index",
+               unit="step", file=sys.stderr, disable=not cfg.progress, leave=False)
+    errors: list[dict] = []
+    records: list[dict] = []
+    try:
+        bar.set_postfix_str("generate corpus")
+        cpath = work / "corpus.txt"
+        cman = corpus_mod.generate(
+            cpath, corpus_mod.GenerateParams(seed=cfg.seed, size_bytes=cfg.size_bytes),
+            progress=False)
+        bar.update()
+        workloads = []
+        for i, (qtype, cls) in enumerate(combos):
+            bar.set_postfix_str(f"workload {qtype} {cls}")
+            wpath = work / f"{qtype}-{cls}.queries"
+            workload_mod.generate(wpath, corpus=cpath, cls=cls, qtype=qtype,
+                                  queries=cfg.queries[cls], rp=cfg.rp, seed=cfg.seed + i)
+            workloads.append({"type": qtype, "class": cls, "queries": cfg.queries[cls],
+                              "path": wpath,
+                              "check": workload_mod.read_queries(wpath)[:cfg.check_queries]})
+            bar.update()
+
+        reference: dict | None = None  # (type, class) -> top-k lists of the first codec
+        ref_codec = None
+        postings = None
+        for name in codecs:
+            rec: dict = {"codec": name, "error": None, "results_identical": None, "queries": []}
+            records.append(rec)
+            ixpath = work / f"index-{name}"
+            try:
+                bar.set_postfix_str(f"{name}: build")
+                br = index_mod.build(cpath, ixpath, codec=name, block_size=cfg.block_size)
+                bar.update()
+                m = br.manifest
+                secs = float(m["ingest_seconds"]) + float(m["transform_seconds"])
+                post = int(m["postings"])
+                postings = post
+                files = {f: int(m["files"][f]) for f in index_mod.FILES}
+                rec.update(
+                    freq_codec=m.get("freq_codec"),
+                    build_seconds=secs,
+                    ingest_seconds=float(m["ingest_seconds"]),
+                    transform_seconds=float(m["transform_seconds"]),
+                    build_mb_per_s=(cman["bytes"] / 1e6) / secs if secs > 0 else None,
+                    files=files, index_bytes=sum(files.values()),
+                    postings=post, blocks=int(m["blocks"]),
+                    did_block_bytes=int(m["did_block_bytes"]),
+                    freq_block_bytes=int(m["freq_block_bytes"]),
+                    postings_bytes=int(m["did_block_bytes"]) + int(m["freq_block_bytes"]),
+                    did_ratio=int(m["did_block_bytes"]) / (4 * post) if post else None,
+                    freq_ratio=int(m["freq_block_bytes"]) / (4 * post) if post else None,
+                )
+
+                bar.set_postfix_str(f"{name}: check")
+                with index_mod.Index(ixpath) as ix:
+                    tops = {(w["type"], w["class"]): _top(ix, w["check"], cfg.check_k)
+                            for w in workloads}
+                bar.update()
+                if reference is None:
+                    reference, ref_codec = tops, name
+                    rec["results_identical"] = True
+                else:
+                    bad = []
+                    for w in workloads:
+                        key = (w["type"], w["class"])
+                        for qi, (a, b) in enumerate(zip(reference[key], tops[key])):
+                            if not _same(a, b):
+                                bad.append({
+                                    "codec": name, "stage": "results", "type": key[0],
+                                    "class": key[1], "query": qi,
+                                    "terms": list(w["check"][qi]),
+                                    "error": f"top-{cfg.check_k} differs from {ref_codec}",
+                                    "expected_dids": [d for d, _ in a],
+                                    "got_dids": [d for d, _ in b]})
+                    rec["results_identical"] = not bad
+                    errors.extend(bad)
+
+                for w in workloads:
+                    bar.set_postfix_str(f"{name}: {w['type']} {w['class']}")
+                    s = query_mod.run(ixpath, w["path"],
+                                      work / f"run-{name}-{w['type']}-{w['class']}.csv",
+                                      k=cfg.k, passes=cfg.passes, drop=cfg.drop)
+                    rec["queries"].append({
+                        "type": w["type"], "class": w["class"], "queries": s["queries"],
+                        **{key: s[key] for key in QUERY_KEYS},
+                        "unknown_queries": s["unknown_queries"],
+                        "cache_drop": s["cache_drop"].get("method"),
+                    })
+                    bar.update()
+            except TierlabError as e:
+                rec["error"] = str(e)
+                errors.append({"codec": name, "stage": "build or query", "error": str(e)})
+            finally:
+                if not cfg.keep:
+                    shutil.rmtree(ixpath, ignore_errors=True)
+    finally:
+        bar.close()
+        if cfg.keep:
+            print(f"kept the work folder {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    identical = all(r["results_identical"] is True for r in records)
+    return {
+        "benchmark": "index",
+        "machine": _machine(),
+        "config": {
+            "size_bytes": cfg.size_bytes, "seed": cfg.seed, "rp": cfg.rp,
+            "queries": dict(cfg.queries), "block_size": cfg.block_size, "passes": cfg.passes,
+            "reported_pass": "last (warm when passes >= 2)", "k": cfg.k, "drop": cfg.drop,
+            "check_queries": cfg.check_queries, "check_k": cfg.check_k,
+            "types": list(TYPES), "classes": list(CLASSES),
+            "work": str(work) if cfg.keep else None,
+        },
+        "corpus": {
+            "bytes": cman["bytes"], "documents": cman["documents"], "tokens": cman["tokens"],
+            "vocabulary_terms": cman.get("vocabulary_terms"), "postings": postings,
+        },
+        "workloads": [{"type": w["type"], "class": w["class"], "queries": w["queries"]}
+                      for w in workloads],
+        "reference_codec": ref_codec,
+        "results_identical": identical,
+        "errors": errors,
+        "codecs": records,
+    }
+
+
+# --------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------
+
+def _fmt(v, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(doc: dict) -> str:
+    combos = [(t, c) for t in doc["config"]["types"] for c in doc["config"]["classes"]]
+    head = (f"{'codec':<16}{'build MB/s':>11}{'total MiB':>10}{'did %':>8}{'freq %':>8}"
+            + "".join(f"{(t[:3].upper() + ' ' + c + ' QPS'):>12}" for t, c in combos)
+            + "  results")
+    lines = [head]
+    for r in doc["codecs"]:
+        q = {(x["type"], x["class"]): x["qps"] for x in r.get("queries", [])}
+        ok = ("ERROR" if r["error"] else
+              {True: "same", False: "MISMATCH", None: "-"}[r["results_identical"]])
+        pct = (lambda v: None if v is None else 100 * v)
+        lines.append(
+            f"{r['codec']:<16}{_fmt(r.get('build_mb_per_s'), '.1f'):>11}"
+            f"{_fmt(r['index_bytes'] / 2**20 if r.get('index_bytes') is not None else None, '.1f'):>10}"
+            f"{_fmt(pct(r.get('did_ratio')), '.1f'):>8}{_fmt(pct(r.get('freq_ratio')), '.1f'):>8}"
+            + "".join(f"{_fmt(q.get(k), ',.0f'):>12}" for k in combos) + f"  {ok}")
+    c = doc["corpus"]
+    lines.append(f"\ncorpus {c['bytes'] / 1e6:.1f} MB, {c['documents']:,} documents, "
+                 f"{c['postings'] or 0:,} postings; did %/freq % = block bytes / (4 x postings) "
+                 f"(base = 100); QPS of the warm pass {doc['config']['passes']} "
+                 f"(cache dropped by {doc['config']['drop']} before pass 1)")
+    lines.append(f"results identical across codecs (top-{doc['config']['check_k']} of the first "
+                 f"{doc['config']['check_queries']} queries per workload): "
+                 + ("yes" if doc["results_identical"] else "NO"))
+    if doc["errors"]:
+        lines.append("\nERRORS:")
+        for e in doc["errors"][:20]:
+            where = f" {e['type']} {e['class']} query {e['query']}" if "query" in e else ""
+            lines.append(f"  {e['codec']}{where}: {e['error']}")
+        if len(doc["errors"]) > 20:
+            lines.append(f"  ... and {len(doc['errors']) - 20} more (see the JSON)")
+    return "\n".join(lines)
