@@ -283,7 +283,7 @@ size_t tierlab_corpus_word(uint32_t rank, char *buf);
 #define TIERLAB_EEXIST (-7)  /* the output directory exists (and no overwrite)  */
 
 /* Version of the index byte formats; a reader refuses any other. */
-#define TIERLAB_INDEX_FORMAT_VERSION 1
+#define TIERLAB_INDEX_FORMAT_VERSION 2
 /* Block sizes an index may use (postings per skip-list entry). */
 #define TIERLAB_INDEX_BLOCK_DEFAULT 256
 #define TIERLAB_INDEX_DOC_BYTES_DEFAULT 1024
@@ -517,6 +517,113 @@ int tierlab_query_batch(tierlab_query_ctx *q, const char *text, const uint64_t *
                         const uint32_t *tq_first, const uint8_t *types, size_t nqueries,
                         tierlab_query_stats *stats, tierlab_hit *hits, uint32_t *nhits,
                         uint64_t *wall_ns);
+
+/* ==========================================================================
+ * Caches (kernels/src/cache/): the bookkeeping of APCACHE.md, shared by the
+ * native APCache runtime and the SimPy model (model/), so both count hits,
+ * misses and evictions with the same code. Keys are dense integers
+ * 0..nkeys-1 (term ids for the segment cache, page numbers for the page
+ * cache); every key has a size in the cache's unit (segments, pages, bytes).
+ * Not thread-safe: the runtime guards a cache with its own lock.
+ * ========================================================================== */
+#define TIERLAB_POLICY_LRU 0    /* the reference: hit or insert -> front      */
+#define TIERLAB_POLICY_FIFO 1   /* insertion order; hits do not reorder        */
+#define TIERLAB_POLICY_CLOCK 2  /* FIFO with one reference bit (second chance) */
+#define TIERLAB_POLICY_S3FIFO 3 /* small FIFO 10 %, main FIFO, ghost FIFO      */
+#define TIERLAB_POLICY_BELADY 4 /* offline: evict the farthest next use        */
+#define TIERLAB_POLICIES 5
+/* next_use value of an access whose key is never accessed again. */
+#define TIERLAB_NEVER 0xFFFFFFFFFFFFFFFF
+
+/* "lru", "fifo", "clock", "s3fifo", "belady"; NULL out of range. */
+const char *tierlab_policy_name(int policy);
+
+typedef struct tierlab_cache tierlab_cache;
+
+typedef struct tierlab_cache_stats {
+    uint64_t hits, misses;           /* accesses                              */
+    uint64_t hit_units, miss_units;  /* the same weighted by key size         */
+    uint64_t evictions, evicted_units;
+    uint64_t used, peak_used;        /* units held now / at most              */
+    uint64_t capacity;
+    uint64_t keys;                   /* keys held now                         */
+} tierlab_cache_stats;
+
+/* A cache of `capacity` units over keys 0..nkeys-1. Returns 0,
+ * TIERLAB_EINVAL (unknown policy, capacity 0) or TIERLAB_ENOMEM. */
+int tierlab_cache_new(int policy, uint64_t nkeys, uint64_t capacity, tierlab_cache **out);
+void tierlab_cache_free(tierlab_cache *c); /* NULL is fine */
+
+/* One access: a hit updates the policy's state and returns 1; a miss evicts
+ * victims until `size` units are free, inserts the key and returns 0. A key
+ * larger than the capacity is not admitted (a miss, counted, not inserted).
+ * next_use: position of the key's next access in the request stream
+ * (TIERLAB_NEVER if none); only BELADY reads it. Negative: TIERLAB_EINVAL
+ * (key >= nkeys, size 0). */
+int tierlab_cache_access(tierlab_cache *c, uint64_t key, uint64_t size, uint64_t next_use);
+/* n accesses in one call (the model's hot path): hit[i] gets 1/0; sizes may
+ * be NULL (all size 1), next_use may be NULL (all NEVER). Returns the number
+ * of hits or TIERLAB_EINVAL at the first bad access (none after it is run). */
+int64_t tierlab_cache_access_many(tierlab_cache *c, const uint64_t *keys, const uint64_t *sizes,
+                                  const uint64_t *next_use, size_t n, uint8_t *hit);
+
+/* The step-wise interface the adaptive-lookahead worker needs (it must look at
+ * the victim before it may evict it). contains: 1/0, no state change.
+ * touch: a hit without the miss path (1 if present, 0 if not). insert: add a
+ * key that is not present into free space (TIERLAB_ENOMEM if fewer than size
+ * units are free: evict first). victim: the key the policy would evict next
+ * and its size (returns 0, or -1 when empty). evict: evict that victim
+ * (returns its key, or -1 when empty). remove: drop a key (1 if it was
+ * present). */
+int tierlab_cache_contains(const tierlab_cache *c, uint64_t key);
+int tierlab_cache_touch(tierlab_cache *c, uint64_t key, uint64_t next_use);
+int tierlab_cache_insert(tierlab_cache *c, uint64_t key, uint64_t size, uint64_t next_use);
+int tierlab_cache_victim(const tierlab_cache *c, uint64_t *key, uint64_t *size);
+int64_t tierlab_cache_evict(tierlab_cache *c);
+int tierlab_cache_remove(tierlab_cache *c, uint64_t key);
+uint64_t tierlab_cache_free_units(const tierlab_cache *c);
+void tierlab_cache_get_stats(const tierlab_cache *c, tierlab_cache_stats *st);
+
+/* The segment cache of APCACHE.md as memory layout: `nsegments` segments of
+ * `segment_bytes` in caller-provided memory (a slow-tier mapping); chains and
+ * the free list in one next[] array (-1 ends a chain), each chain's head
+ * knowing its tail so a whole chain is freed in O(1); a 4-byte slot per term
+ * (bit 31 "cached", bits 0..30 first segment). The policy decides victims
+ * over terms; a term occupies tierlab_segcache_segments() segments: its bytes
+ * plus 8 bytes of in-cache offset per block, rounded up to whole segments. */
+typedef struct tierlab_segcache tierlab_segcache;
+uint64_t tierlab_segcache_segments(uint64_t term_bytes, uint64_t term_blocks,
+                                   uint64_t segment_bytes);
+int tierlab_segcache_new(int policy, uint64_t nterms, uint64_t nsegments,
+                         uint64_t segment_bytes, void *memory, tierlab_segcache **out);
+void tierlab_segcache_free(tierlab_segcache *s); /* does not free `memory` */
+/* The policy state of the segment cache (its stats and the step-wise calls). */
+tierlab_cache *tierlab_segcache_policy(tierlab_segcache *s);
+/* Allocate a chain of n segments for term (evicting nothing: the caller
+ * evicts through the policy first). Returns the first segment or -1. */
+int64_t tierlab_segcache_alloc(tierlab_segcache *s, uint64_t term, uint64_t n);
+/* Segment i of term's chain (walks next[]); -1 if not cached or past the end. */
+int64_t tierlab_segcache_segment(const tierlab_segcache *s, uint64_t term, uint64_t i);
+void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment);
+/* The 4-byte slot of a term: bit 31 cached, bits 0..30 first segment. */
+uint32_t tierlab_segcache_slot(const tierlab_segcache *s, uint64_t term);
+
+/* Adaptive lookahead (APCACHE.md): rolling_sum and the FIFO of per-term
+ * segment counts. worker_done(n): the worker finished prefetching a term
+ * occurrence of n segments (also a repeat that was already cached).
+ * query_done(): the query thread finished the term at the FIFO's front;
+ * returns the count popped (or -1 if the FIFO is empty). may_evict(v): 1 when
+ * rolling_sum + v <= total_segments, i.e. evicting a victim of v segments
+ * cannot take a term the query thread still needs. */
+typedef struct tierlab_lookahead tierlab_lookahead;
+int tierlab_lookahead_new(uint64_t total_segments, uint64_t max_pending,
+                          tierlab_lookahead **out);
+void tierlab_lookahead_free(tierlab_lookahead *la);
+int tierlab_lookahead_worker_done(tierlab_lookahead *la, uint64_t segments);
+int64_t tierlab_lookahead_query_done(tierlab_lookahead *la);
+int tierlab_lookahead_may_evict(const tierlab_lookahead *la, uint64_t victim_segments);
+uint64_t tierlab_lookahead_rolling_sum(const tierlab_lookahead *la);
+uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries */
 
 #ifdef __cplusplus
 }

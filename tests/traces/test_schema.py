@@ -6,7 +6,7 @@ from tierlab.errors import TierlabError
 from tierlab.traces import schema
 
 # Golden: changing a column must be a deliberate act (bump schema_version).
-GOLDEN_V1 = {
+GOLDEN_V2 = {
     "query": ["run_id", "source", "query_id", "query_type", "query_class", "terms", "latency_ns",
               "postings_scored", "blocks_total", "blocks_decoded", "freq_blocks_decoded",
               "dict_bytes_read", "skip_bytes_read", "did_bytes_read", "freq_bytes_read",
@@ -17,8 +17,8 @@ GOLDEN_V1 = {
 
 
 def test_golden_columns():
-    assert schema.version() == 1
-    for table, cols in GOLDEN_V1.items():
+    assert schema.version() == 2
+    for table, cols in GOLDEN_V2.items():
         assert schema.arrow_schema(table).names == cols
 
 
@@ -50,8 +50,8 @@ def test_unknown_source_refused(tmp_path):
 
 def test_foreign_version_names_both(tmp_path, monkeypatch):
     p = schema.write_table("term", _term_rows(), tmp_path / "b.parquet")
-    monkeypatch.setitem(schema.spec(), "schema_version", 2)
-    with pytest.raises(TierlabError, match="schema version 1, this tierlab knows version 2"):
+    monkeypatch.setitem(schema.spec(), "schema_version", 3)
+    with pytest.raises(TierlabError, match="schema version 2, this tierlab knows version 3"):
         schema.read_table(p)
 
 
