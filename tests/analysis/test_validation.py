@@ -1,0 +1,87 @@
+"""Validation arithmetic: pairing runs, errors against targets, Kendall tau,
+and the mechanism named where the model misses."""
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tierlab.analysis import validation as v
+from tierlab.errors import TierlabError
+
+CONFIGS = ["base", "base-prefetch", "hybrid", "hybrid-prefetch"]
+
+
+def _runs(source, qps_scale=1.0, miss_shift=0.0, cells=12):
+    rows = []
+    for c, (cache, dev) in enumerate(itertools.product([1 << 20, 1 << 22, 1 << 24], ["hdd-7200", "nvme-p4800x"])):
+        if c >= cells:
+            break
+        for i, cfg in enumerate(CONFIGS):
+            rows.append({"config": cfg, "policy": "lru", "device": dev, "query_type": "single",
+                         "query_class": "H", "rp": 0.25, "cores": 1, "cache_bytes": cache,
+                         "segment_bytes": 32768, "lookahead": "adaptive",
+                         "dram_budget_bytes": 50 << 20,
+                         "qps": (100.0 + 50 * i + c) * qps_scale, "latency_p99_ns": 1e6 * (5 - i),
+                         "page_cache_miss_rate": 0.3, "segment_cache_miss_rate": 0.2 + miss_shift,
+                         "storage_bytes_read": 1000, "worker_stall_ns": 10, "query_wait_ns": 5,
+                         "latency_mean_ns": 5e5, "source": source})
+    return pd.DataFrame(rows)
+
+
+def _brute_tau(a, b):
+    s = 0
+    for i, j in itertools.combinations(range(len(a)), 2):
+        s += np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
+    return s / math.comb(len(a), 2)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kendall_tau_matches_brute_force_without_ties(seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.permutation(7).astype(float), rng.permutation(7).astype(float)
+    assert v.kendall_tau(a, b) == pytest.approx(_brute_tau(a, b))
+    assert v.kendall_tau(a, a) == 1.0 and v.kendall_tau(a, -a) == -1.0
+
+
+def test_perfect_model_meets_every_target():
+    m = _runs("measured")
+    s, cells = v.summarise(v.pair(m, _runs("model")), v.Targets(min_cells=24))
+    assert s.met and s.qps_median == 0 and s.kendall_tau_mean == 1.0 and len(cells) == 6
+
+
+def test_biased_model_misses_qps_and_names_the_mechanism():
+    p = v.pair(_runs("measured"), _runs("model", qps_scale=1.3, miss_shift=0.05))
+    s, _ = v.summarise(p)
+    assert s.qps_median == pytest.approx(0.3)
+    assert not s.checks["qps_median_abs_rel_error"]["met"]
+    assert s.checks["miss_rate_max_abs_pp"]["value"] == pytest.approx(5.0)
+    assert not s.checks["rows"]["met"]  # 24 rows < 48
+    assert set(p["diagnosis"]) == {"segment-cache contents (eviction/admission)"}
+    assert s.kendall_tau_mean == 1.0  # a uniform bias keeps the ranking
+
+
+def test_ranking_flip_lowers_tau():
+    model = _runs("model")
+    model.loc[model["config"] == "base", "qps"] = 1e6  # base now ranks first everywhere
+    s, _ = v.summarise(v.pair(_runs("measured"), model))
+    assert s.kendall_tau_mean == pytest.approx(0.0)
+
+
+def test_no_overlap_and_duplicates_are_errors():
+    m = _runs("measured")
+    other = _runs("model")
+    other["segment_bytes"] = 4096
+    with pytest.raises(TierlabError, match="share no parameter combination"):
+        v.pair(m, other)
+    with pytest.raises(TierlabError, match="repeated parameter rows"):
+        v.pair(pd.concat([m, m]), _runs("model"))
+    with pytest.raises(TierlabError, match="missing columns"):
+        v.pair(m.drop(columns=["qps"]), _runs("model"))
+
+
+def test_parity_plot_writes_a_png(tmp_path):
+    p = v.pair(_runs("measured"), _runs("model", qps_scale=1.1))
+    v.parity_plot(p, tmp_path / "parity.png")
+    assert (tmp_path / "parity.png").stat().st_size > 5000
