@@ -42,8 +42,10 @@ build: deps
 	cmake -S kernels -B $(BUILD)/release -DCMAKE_BUILD_TYPE=Release -DTIERLAB_WERROR=ON > /dev/null
 	cmake --build $(BUILD)/release -j $(JOBS) -- --no-print-directory
 	mkdir -p $(NATIVE)
-	cp $(BUILD)/release/libtierlab.so kernels/include/tierlab.h $(NATIVE)/
-	cp $(BUILD)/release/tierlab-kernels $(NATIVE)/
+	@# copy then rename: overwriting a loaded .so in place crashes running processes
+	for f in $(BUILD)/release/libtierlab.so kernels/include/tierlab.h $(BUILD)/release/tierlab-kernels; do \
+	  cp $$f $(NATIVE)/.tmp.$$(basename $$f) && mv -f $(NATIVE)/.tmp.$$(basename $$f) $(NATIVE)/$$(basename $$f); \
+	done
 
 # The sanitizer build and the fuzzers are built and run from pytest
 # (tests/kernels/), so `pytest` alone is the whole test suite.
@@ -57,6 +59,9 @@ demo: venv build
 bench: venv build
 	$(BIN)/tierlab bench codecs --out bench/results/codecs.json --plot bench/results/codecs.png
 	$(BIN)/tierlab bench index --out bench/results/index.json --plot bench/results/index.png
+	$(BIN)/tierlab bench pisa --out bench/results/pisa.json
+	$(BIN)/tierlab bench cache --out bench/results/cache.json
+	$(BIN)/tierlab bench model --out bench/results/model.json
 
 clean:
 	rm -rf $(BUILD) $(NATIVE)
