@@ -449,6 +449,44 @@ int64_t tierlab_index_postings(const tierlab_index *ix, uint64_t i, uint32_t *di
 int tierlab_index_lookup(const tierlab_index *ix, const char *term, size_t len,
                          uint64_t *postings);
 
+/* The dictionary position of a term (raw bytes, already lower-case), for the
+ * calls above that take i. Returns 1 and *i when found, 0 when not (*i
+ * untouched), TIERLAB_EINVAL (NULL argument) or TIERLAB_EFORMAT (a dictionary
+ * entry points outside the term pool). Thread-safe. */
+int tierlab_index_find(const tierlab_index *ix, const char *term, size_t len, uint64_t *i);
+
+/* Where a term's bytes lie in the index files, so a reader (the APCache
+ * runtime, a prefetcher, the model) can pread or copy them without the skip
+ * list. Offsets are byte offsets from the start of each file, its 128-byte
+ * header included (so every offset is >= 128).
+ *   postings, blocks       as in the term's skip record (blocks = ceil(p / B))
+ *   did_offset, did_bytes  all of the term's DID blocks: they are contiguous,
+ *                          block after block in block order, no padding
+ *   freq_offset, freq_bytes  likewise for its freq blocks in freqs.bin
+ *   skip_offset, skip_bytes  its skip record: 8-byte head plus (blocks + 1)
+ *                          24-byte entries (the end sentinel included), so
+ *                          skip_bytes = 8 + 24 * (blocks + 1)
+ * The terms tile each file exactly: in dictionary order, term i + 1 starts
+ * where term i ends (offset + bytes), term 0 starts at 128 and the last term
+ * ends at the file size, in each of dids.bin, freqs.bin and skip.bin. So the
+ * did_bytes of all terms add up to the manifest's did_block_bytes, the
+ * freq_bytes to freq_block_bytes and the blocks to blocks.
+ * Block b's own bytes are given by the skip entries (kernels/formats/index.md).
+ * term_extent: term i (0 <= i < terms). term_extents: terms first ..
+ * first + n - 1 into out[0..n) (caller-allocated; n = terms gives all in one
+ * call). Return 0 / n, TIERLAB_EINVAL (NULL, i or the range out of bounds) or
+ * TIERLAB_EFORMAT (a skip record inconsistent with the dictionary or pointing
+ * outside the files; out is then filled up to the bad term). Thread-safe. */
+typedef struct tierlab_term_extent {
+    uint64_t postings, blocks;
+    uint64_t did_offset, did_bytes;
+    uint64_t freq_offset, freq_bytes;
+    uint64_t skip_offset, skip_bytes;
+} tierlab_term_extent;
+int tierlab_index_term_extent(const tierlab_index *ix, uint64_t i, tierlab_term_extent *e);
+int64_t tierlab_index_term_extents(const tierlab_index *ix, uint64_t first, uint64_t n,
+                                   tierlab_term_extent *out);
+
 /* Page cache helpers (WORKLOAD.md "Measurement protocol"); no root needed.
  * tierlab_file_dontneed: posix_fadvise(POSIX_FADV_DONTNEED) on the whole
  * file after fdatasync. tierlab_file_resident: bytes of the file in the page
@@ -550,7 +588,13 @@ typedef struct tierlab_cache_stats {
 } tierlab_cache_stats;
 
 /* A cache of `capacity` units over keys 0..nkeys-1. Returns 0,
- * TIERLAB_EINVAL (unknown policy, capacity 0) or TIERLAB_ENOMEM. */
+ * TIERLAB_EINVAL (unknown policy, capacity 0, nkeys > 0xFFFFFFF0) or
+ * TIERLAB_ENOMEM. Memory: 16 bytes per key (BELADY: 32). Policy details
+ * (S3-FIFO's queues, CLOCK's hand) are in kernels/src/cache/<policy>.c.
+ * Statistics: hits/misses (and their units) count tierlab_cache_access and
+ * _access_many only; the step-wise calls below never count a hit or miss
+ * (the runtime keeps its own); evictions, used, peak_used and keys count
+ * every call (remove is not an eviction). */
 int tierlab_cache_new(int policy, uint64_t nkeys, uint64_t capacity, tierlab_cache **out);
 void tierlab_cache_free(tierlab_cache *c); /* NULL is fine */
 
@@ -559,7 +603,8 @@ void tierlab_cache_free(tierlab_cache *c); /* NULL is fine */
  * larger than the capacity is not admitted (a miss, counted, not inserted).
  * next_use: position of the key's next access in the request stream
  * (TIERLAB_NEVER if none); only BELADY reads it. Negative: TIERLAB_EINVAL
- * (key >= nkeys, size 0). */
+ * (key >= nkeys, size 0 or >= 2^32). A key keeps the size it was inserted
+ * with; a hit's `size` only weighs hit_units. */
 int tierlab_cache_access(tierlab_cache *c, uint64_t key, uint64_t size, uint64_t next_use);
 /* n accesses in one call (the model's hot path): hit[i] gets 1/0; sizes may
  * be NULL (all size 1), next_use may be NULL (all NEVER). Returns the number
@@ -571,14 +616,21 @@ int64_t tierlab_cache_access_many(tierlab_cache *c, const uint64_t *keys, const 
  * the victim before it may evict it). contains: 1/0, no state change.
  * touch: a hit without the miss path (1 if present, 0 if not). insert: add a
  * key that is not present into free space (TIERLAB_ENOMEM if fewer than size
- * units are free: evict first). victim: the key the policy would evict next
- * and its size (returns 0, or -1 when empty). evict: evict that victim
- * (returns its key, or -1 when empty). remove: drop a key (1 if it was
- * present). */
+ * units are free: evict first; TIERLAB_EINVAL if present or bad key/size).
+ * victim: the key the policy would evict next and its size (returns 0, or -1
+ * when empty); it may advance the policy's scan (CLOCK's hand, S3-FIFO's
+ * moves from small to main), which is why it takes a non-const cache, but it
+ * never changes which keys are held, and victim again or evict right after
+ * names the same key. evict: evict that victim (returns its key, or -1 when
+ * empty). remove: drop a key (1 if it was present; not counted as an
+ * eviction; S3-FIFO also forgets a ghost entry). A segment cache's policy
+ * returns the chain of every term that leaves by evict, remove or the miss
+ * path of access to the free list. touch, insert and remove return
+ * TIERLAB_EINVAL for key >= nkeys; contains returns 0. */
 int tierlab_cache_contains(const tierlab_cache *c, uint64_t key);
 int tierlab_cache_touch(tierlab_cache *c, uint64_t key, uint64_t next_use);
 int tierlab_cache_insert(tierlab_cache *c, uint64_t key, uint64_t size, uint64_t next_use);
-int tierlab_cache_victim(const tierlab_cache *c, uint64_t *key, uint64_t *size);
+int tierlab_cache_victim(tierlab_cache *c, uint64_t *key, uint64_t *size);
 int64_t tierlab_cache_evict(tierlab_cache *c);
 int tierlab_cache_remove(tierlab_cache *c, uint64_t key);
 uint64_t tierlab_cache_free_units(const tierlab_cache *c);
@@ -592,16 +644,26 @@ void tierlab_cache_get_stats(const tierlab_cache *c, tierlab_cache_stats *st);
  * over terms; a term occupies tierlab_segcache_segments() segments: its bytes
  * plus 8 bytes of in-cache offset per block, rounded up to whole segments. */
 typedef struct tierlab_segcache tierlab_segcache;
+/* ceil((term_bytes + 8 * term_blocks) / segment_bytes); 0 if segment_bytes is 0. */
 uint64_t tierlab_segcache_segments(uint64_t term_bytes, uint64_t term_blocks,
                                    uint64_t segment_bytes);
+/* nsegments 1 .. 2^31 - 1, segment_bytes >= 1, else TIERLAB_EINVAL (also
+ * what tierlab_cache_new refuses); TIERLAB_ENOMEM. `memory` (nsegments x
+ * segment_bytes, caller-owned) may be NULL for bookkeeping only: then
+ * segment_ptr returns NULL. */
 int tierlab_segcache_new(int policy, uint64_t nterms, uint64_t nsegments,
                          uint64_t segment_bytes, void *memory, tierlab_segcache **out);
 void tierlab_segcache_free(tierlab_segcache *s); /* does not free `memory` */
 /* The policy state of the segment cache (its stats and the step-wise calls). */
 tierlab_cache *tierlab_segcache_policy(tierlab_segcache *s);
 /* Allocate a chain of n segments for term (evicting nothing: the caller
- * evicts through the policy first). Returns the first segment or -1. */
+ * evicts through the policy first) and mark the slot cached; the term enters
+ * the policy separately (tierlab_cache_insert). Returns the first segment or
+ * -1 (n is 0 or more than the free segments, term out of range or already
+ * has a chain). */
 int64_t tierlab_segcache_alloc(tierlab_segcache *s, uint64_t term, uint64_t n);
+/* Segments on the free list. */
+uint64_t tierlab_segcache_free_segments(const tierlab_segcache *s);
 /* Segment i of term's chain (walks next[]); -1 if not cached or past the end. */
 int64_t tierlab_segcache_segment(const tierlab_segcache *s, uint64_t term, uint64_t i);
 void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment);
@@ -609,10 +671,12 @@ void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment);
 uint32_t tierlab_segcache_slot(const tierlab_segcache *s, uint64_t term);
 
 /* Adaptive lookahead (APCACHE.md): rolling_sum and the FIFO of per-term
- * segment counts. worker_done(n): the worker finished prefetching a term
- * occurrence of n segments (also a repeat that was already cached).
- * query_done(): the query thread finished the term at the FIFO's front;
- * returns the count popped (or -1 if the FIFO is empty). may_evict(v): 1 when
+ * segment counts. new: max_pending (>= 1, else TIERLAB_EINVAL) bounds the
+ * FIFO. worker_done(n): the worker finished prefetching a term occurrence of
+ * n segments (also a repeat that was already cached); 0, or TIERLAB_ENOMEM
+ * when max_pending entries are pending (nothing changes). query_done(): the
+ * query thread finished the term at the FIFO's front; returns the count
+ * popped (or -1 if the FIFO is empty). may_evict(v): 1 when
  * rolling_sum + v <= total_segments, i.e. evicting a victim of v segments
  * cannot take a term the query thread still needs. */
 typedef struct tierlab_lookahead tierlab_lookahead;
@@ -624,6 +688,82 @@ int64_t tierlab_lookahead_query_done(tierlab_lookahead *la);
 int tierlab_lookahead_may_evict(const tierlab_lookahead *la, uint64_t victim_segments);
 uint64_t tierlab_lookahead_rolling_sum(const tierlab_lookahead *la);
 uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries */
+
+/* ==========================================================================
+ * The APCache runtime (APCACHE.md "The four configurations";
+ * kernels/src/apcache/): the four configurations as real threads over a real
+ * index, on the index's own device or on a device emulated from a storage
+ * spec of sim-configs/. Python runs it as a child process through
+ * `tierlab-kernels apcache` (tierlab/apcache.py) and turns its files into
+ * the cache_run / cache_query / cache_timeline tables.
+ * ========================================================================== */
+#define TIERLAB_APCACHE_BASE 0
+#define TIERLAB_APCACHE_BASE_PREFETCH 1
+#define TIERLAB_APCACHE_HYBRID 2
+#define TIERLAB_APCACHE_HYBRID_PREFETCH 3
+#define TIERLAB_APCACHE_CONFIGS 4
+/* `lookahead` value: adaptive lookahead (hybrid-prefetch only). */
+#define TIERLAB_LOOKAHEAD_ADAPTIVE 0
+
+/* "base", "base-prefetch", "hybrid", "hybrid-prefetch"; NULL out of range. */
+const char *tierlab_apcache_config_name(int config);
+
+typedef struct tierlab_apcache_params {
+    int config;          /* TIERLAB_APCACHE_*                                       */
+    int policy;          /* TIERLAB_POLICY_* of the segment cache (hybrid configs)  */
+    uint32_t cores;      /* shards, each with a query thread and a worker; 1..1024   */
+    uint32_t k;          /* results kept per query, >= 1                             */
+    uint32_t lookahead;  /* prefetch configs: queries ahead (>= 1), or ADAPTIVE      */
+    uint32_t sample_ms;  /* timeline sampling period, >= 1                           */
+    /* base, base-prefetch: the page-cache cap; hybrid, hybrid-prefetch: the
+     * segment cache, split evenly over the cores. */
+    uint64_t cache_bytes;
+    uint64_t segment_bytes;     /* multiple of 8, 64 .. 1 GiB (hybrid configs)       */
+    uint64_t dram_budget_bytes; /* hybrid configs: the page-cache cap; 0 = none       */
+    uint64_t readahead_bytes;   /* emulated page cache readahead, 4 KiB .. 1 MiB     */
+    /* 0: the device under the index files (page faults, pread, mincore);
+     * 1: every storage read is a pread plus an injected delay from these
+     * numbers (the model's device timing rule, sim-configs/README.md). */
+    int emulated;
+    double dev_read_bytes_per_s, dev_read_latency_ns, dev_seek_ns;
+    uint32_t dev_queue_depth;
+    int memory_limit;    /* 1: cap DRAM with a child cgroup when one is writable     */
+    int write_hits;      /* 1: out_dir/hits.tsv gets core 0's top-k of every query   */
+    char slow_tier[256]; /* segment cache memory: "dram", "pm:PATH", "numa:N"        */
+    /* Tiers of dict.bin and skip.bin as tierlab_index_open takes them;
+     * "" = the slow tier (APCACHE.md: they live there by default). */
+    char place_dict[256];
+    char place_skip[256];
+} tierlab_apcache_params;
+
+/* Defaults: hybrid-prefetch, lru, 1 core, k 1024, adaptive lookahead, 10 ms
+ * samples, 64 MiB cache, 32 KiB segments, 50 MB DRAM budget, 128 KiB
+ * readahead, real device, memory limit on, slow tier "dram". */
+void tierlab_apcache_params_default(tierlab_apcache_params *p);
+
+/* Run the workload file (one query per line, as `tierlab query run` reads
+ * it) on the index in index_dir and write the result files into the
+ * existing directory out_dir (summary.json, queries.tsv, timeline.tsv and,
+ * with write_hits, hits.tsv; formats in kernels/src/apcache/report.c).
+ * Drops the index files from the page cache first. A real-device run with
+ * memory_limit creates a child cgroup of this process's memory cgroup,
+ * moves the whole process into it for the run, and removes it afterwards
+ * (limit = the process's usage after setup + the page-cache cap, at least
+ * 4 MiB, + 2 MiB of slack); when no cgroup is writable the run goes on
+ * without a DRAM cap and summary.json's memory_limit_enforced says
+ * "no: <reason>". An emulated run needs none: its own page cache holds at
+ * most the cap. A real-device run with cores > 1 copies the index
+ * directory next to itself once per extra shard (removed afterwards).
+ * `progress` (may be NULL) is called from
+ * the runtime's sampler thread about every 100 ms with queries done of all
+ * cores; returning non-zero stops the run: the threads finish their current
+ * step, what was measured is written (partial = 1) and the call returns
+ * TIERLAB_ECANCELED. Returns 0, TIERLAB_EINVAL (bad params or workload),
+ * TIERLAB_EIO, TIERLAB_ENOMEM, TIERLAB_EFORMAT, with a message in err.
+ * Uses 2 x cores + 1 threads; not reentrant with respect to the cgroup. */
+int tierlab_apcache_run(const char *index_dir, const char *workload_path,
+                        const tierlab_apcache_params *p, const char *out_dir,
+                        tierlab_progress_fn progress, void *ctx, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -163,6 +163,84 @@ static void run_queries(tierlab_index *ix, const char *label) {
     tierlab_query_ctx_free(q);
 }
 
+/* Extents: they tile dids.bin, freqs.bin and skip.bin in dictionary order,
+ * tierlab_index_find inverts tierlab_index_term_at, and each term's DID span
+ * decodes on its own (block lengths from what decode consumed) to the
+ * postings tierlab_index_postings gives. */
+static void check_extents(tierlab_index *ix, const char *dir, const char *label) {
+    tierlab_index_info in;
+    tierlab_index_get_info(ix, &in);
+    tierlab_term_extent *e = calloc(in.terms, sizeof *e);
+    uint32_t *dids = malloc(DOCS * sizeof *dids), *freqs = malloc(DOCS * sizeof *freqs);
+    uint32_t *dec = calloc(DOCS + TIERLAB_MAX_BLOCK, sizeof *dec);
+    char path[300];
+    snprintf(path, sizeof path, "%s/dids.bin", dir);
+    size_t file_len = 0;
+    uint8_t *file = (uint8_t *)slurp(path, &file_len);
+    CHECK(file != NULL, "%s: cannot read %s", label, path);
+    if (!file) return;
+    CHECK(tierlab_index_term_extents(ix, 0, in.terms, e) == (int64_t)in.terms, "%s: extents",
+          label);
+    CHECK(tierlab_index_term_extents(ix, 1, in.terms, e) == TIERLAB_EINVAL, "%s: range", label);
+    const tierlab_codec *dc = tierlab_codec_find(in.codec);
+    uint64_t did_end = 128, freq_end = 128, skip_end = 128, blocks = 0;
+    for (uint64_t i = 0; i < in.terms; i++) {
+        CHECK(e[i].did_offset == did_end && e[i].freq_offset == freq_end &&
+                  e[i].skip_offset == skip_end,
+              "%s: term %llu does not start where the previous ended", label,
+              (unsigned long long)i);
+        did_end = e[i].did_offset + e[i].did_bytes;
+        freq_end = e[i].freq_offset + e[i].freq_bytes;
+        skip_end = e[i].skip_offset + e[i].skip_bytes;
+        blocks += e[i].blocks;
+        const char *t;
+        uint32_t len, post;
+        uint64_t at = UINT64_MAX;
+        tierlab_index_term_at(ix, i, &t, &len, &post);
+        CHECK(tierlab_index_find(ix, t, len, &at) == 1 && at == i, "%s: find term %llu", label,
+              (unsigned long long)i);
+        CHECK(post == e[i].postings, "%s: postings of term %llu", label, (unsigned long long)i);
+        char msg[TIERLAB_ERRMSG];
+        if (tierlab_index_postings(ix, i, dids, freqs, msg, sizeof msg) != (int64_t)post) {
+            CHECK(0, "%s: postings of term %llu: %s", label, (unsigned long long)i, msg);
+            continue;
+        }
+        if (e[i].did_offset + e[i].did_bytes > file_len) continue; /* reported below */
+        /* decode the span block by block, given only its bytes */
+        const uint8_t *span = file + e[i].did_offset;
+        size_t pos = 0;
+        uint32_t prev = 0;
+        for (uint64_t b = 0; b < e[i].blocks; b++) {
+            uint32_t n = (uint32_t)(b + 1 < e[i].blocks ? in.block_size
+                                                         : post - b * in.block_size);
+            CHECK(pos < e[i].did_bytes, "%s: term %llu span too short", label,
+                  (unsigned long long)i);
+            if (pos >= e[i].did_bytes) break;
+            int64_t got = dc->decode(span + pos, e[i].did_bytes - pos, n, prev,
+                                     dec + b * in.block_size);
+            CHECK(got > 0, "%s: term %llu block %llu does not decode", label,
+                  (unsigned long long)i, (unsigned long long)b);
+            if (got <= 0) break;
+            pos += (size_t)got;
+            prev = dc->delta ? dec[b * in.block_size + n - 1] : 0;
+        }
+        CHECK(pos == e[i].did_bytes && memcmp(dec, dids, post * sizeof *dids) == 0,
+              "%s: the DID span of term %llu does not decode to its postings", label,
+              (unsigned long long)i);
+    }
+    CHECK(did_end == in.file_bytes[TIERLAB_FILE_DIDS] &&
+              freq_end == in.file_bytes[TIERLAB_FILE_FREQS] &&
+              skip_end == in.file_bytes[TIERLAB_FILE_SKIP] && blocks == in.blocks,
+          "%s: extents do not end at the file ends", label);
+    uint64_t at = 7;
+    CHECK(tierlab_index_find(ix, "nope", 4, &at) == 0 && at == 7, "%s: find nope", label);
+    free(file);
+    free(e);
+    free(dids);
+    free(freqs);
+    free(dec);
+}
+
 int main(void) {
     char dir[] = "/tmp/tierlab-index-test-XXXXXX";
     if (!mkdtemp(dir)) return 2;
@@ -195,6 +273,7 @@ int main(void) {
                 char label[128];
                 snprintf(label, sizeof label, "%s/%u/%s", c->name, b, places[pl]);
                 run_queries(ix, label);
+                if (pl == 0) check_extents(ix, out, label);
                 tierlab_index_close(ix);
             }
         }

@@ -3,8 +3,13 @@
  *   tierlab-kernels codecs              list codecs and the path each uses
  *   tierlab-kernels roundtrip CODEC     read integers from stdin, encode them
  *                                       in blocks, decode, verify, print size
+ *   tierlab-kernels apcache INDEX WORKLOAD OUTDIR [options]
+ *                                       run the APCache runtime (tierlab.h);
+ *                                       `tierlab apcache run` drives it
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +20,18 @@ static int tl_usage(FILE *to) {
     fprintf(to,
             "usage: tierlab-kernels codecs\n"
             "       tierlab-kernels roundtrip CODEC < integers.txt\n"
+            "       tierlab-kernels apcache INDEX WORKLOAD OUTDIR [--config NAME] [--policy NAME]\n"
+            "           [--cores N] [--k N] [--lookahead N|adaptive] [--sample-ms N]\n"
+            "           [--cache-bytes N] [--segment-bytes N] [--dram-budget-bytes N]\n"
+            "           [--readahead-bytes N] [--device-bandwidth B_PER_S --device-latency-ns NS\n"
+            "           [--device-seek-ns NS] [--device-queue-depth N]] [--no-memory-limit]\n"
+            "           [--hits] [--slow-tier dram|pm:PATH|numa:N] [--place-dict T] [--place-skip T]\n"
             "  codecs     list the codec registry and the implementation each runs (simd/scalar)\n"
             "  roundtrip  encode whitespace-separated unsigned 32-bit integers from stdin in\n"
-            "             blocks of %d, decode them back, verify, print bits/int\n",
+            "             blocks of %d, decode them back, verify, print bits/int\n"
+            "  apcache    run the APCache runtime; a --device-bandwidth makes the device\n"
+            "             emulated. Prints `progress DONE TOTAL` lines; SIGINT/SIGTERM stop it\n"
+            "             with the results so far (exit 130). Exit 2 on bad arguments.\n",
             TIERLAB_MAX_BLOCK);
     return to == stderr ? 2 : 0;
 }
@@ -83,10 +97,141 @@ static int tl_cmd_roundtrip(const char *name) {
     return rc;
 }
 
+/* ---- apcache ------------------------------------------------------------------ */
+
+static volatile sig_atomic_t tl_interrupted;
+static void tl_on_signal(int sig) {
+    (void)sig;
+    tl_interrupted = 1;
+}
+
+static int tl_progress_line(void *ctx, uint64_t done, uint64_t total) {
+    (void)ctx;
+    printf("progress %llu %llu\n", (unsigned long long)done, (unsigned long long)total);
+    fflush(stdout);
+    return tl_interrupted != 0;
+}
+
+static int tl_parse_u64(const char *opt, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || end == v || v[0] == '-') {
+        fprintf(stderr, "tierlab-kernels apcache: %s: not a whole number: '%s'\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int tl_parse_double(const char *opt, const char *v, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || x < 0) {
+        fprintf(stderr, "tierlab-kernels apcache: %s: not a number >= 0: '%s'\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int tl_copy_opt(const char *opt, const char *v, char *dst, size_t len) {
+    if (strlen(v) >= len) {
+        fprintf(stderr, "tierlab-kernels apcache: %s: too long\n", opt);
+        return -1;
+    }
+    snprintf(dst, len, "%s", v);
+    return 0;
+}
+
+static int tl_cmd_apcache(int argc, char **argv) {
+    if (argc < 5) return tl_usage(stderr);
+    tierlab_apcache_params p;
+    tierlab_apcache_params_default(&p);
+    for (int i = 5; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--no-memory-limit")) { p.memory_limit = 0; continue; }
+        if (!strcmp(o, "--hits")) { p.write_hits = 1; continue; }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "tierlab-kernels apcache: %s needs a value\n", o);
+            return 2;
+        }
+        const char *v = argv[++i];
+        uint64_t u = 0;
+        int bad = 0;
+        if (!strcmp(o, "--config")) {
+            p.config = -1;
+            for (int c = 0; c < TIERLAB_APCACHE_CONFIGS; c++)
+                if (!strcmp(v, tierlab_apcache_config_name(c))) p.config = c;
+            if (p.config < 0) {
+                fprintf(stderr, "tierlab-kernels apcache: unknown config '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(o, "--policy")) {
+            p.policy = -1;
+            for (int c = 0; c < TIERLAB_POLICIES; c++)
+                if (tierlab_policy_name(c) && !strcmp(v, tierlab_policy_name(c))) p.policy = c;
+            if (p.policy < 0) {
+                fprintf(stderr, "tierlab-kernels apcache: unknown policy '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(o, "--lookahead")) {
+            if (!strcmp(v, "adaptive")) p.lookahead = TIERLAB_LOOKAHEAD_ADAPTIVE;
+            else if (!(bad = tl_parse_u64(o, v, &u)) && (u < 1 || u > UINT32_MAX)) {
+                fprintf(stderr, "tierlab-kernels apcache: --lookahead: 1.. or adaptive\n");
+                return 2;
+            } else p.lookahead = (uint32_t)u;
+        } else if (!strcmp(o, "--cores") || !strcmp(o, "--k") || !strcmp(o, "--sample-ms") ||
+                   !strcmp(o, "--device-queue-depth")) {
+            if (!(bad = tl_parse_u64(o, v, &u)) && u > UINT32_MAX) bad = -1;
+            uint32_t x = (uint32_t)u;
+            if (!strcmp(o, "--cores")) p.cores = x;
+            else if (!strcmp(o, "--k")) p.k = x;
+            else if (!strcmp(o, "--sample-ms")) p.sample_ms = x;
+            else p.dev_queue_depth = x;
+        } else if (!strcmp(o, "--cache-bytes")) bad = tl_parse_u64(o, v, &p.cache_bytes);
+        else if (!strcmp(o, "--segment-bytes")) bad = tl_parse_u64(o, v, &p.segment_bytes);
+        else if (!strcmp(o, "--dram-budget-bytes")) bad = tl_parse_u64(o, v, &p.dram_budget_bytes);
+        else if (!strcmp(o, "--readahead-bytes")) bad = tl_parse_u64(o, v, &p.readahead_bytes);
+        else if (!strcmp(o, "--device-bandwidth")) {
+            bad = tl_parse_double(o, v, &p.dev_read_bytes_per_s);
+            p.emulated = 1;
+        } else if (!strcmp(o, "--device-latency-ns")) bad = tl_parse_double(o, v, &p.dev_read_latency_ns);
+        else if (!strcmp(o, "--device-seek-ns")) bad = tl_parse_double(o, v, &p.dev_seek_ns);
+        else if (!strcmp(o, "--slow-tier")) bad = tl_copy_opt(o, v, p.slow_tier, sizeof p.slow_tier);
+        else if (!strcmp(o, "--place-dict")) bad = tl_copy_opt(o, v, p.place_dict, sizeof p.place_dict);
+        else if (!strcmp(o, "--place-skip")) bad = tl_copy_opt(o, v, p.place_skip, sizeof p.place_skip);
+        else {
+            fprintf(stderr, "tierlab-kernels apcache: unknown option '%s'\n", o);
+            return 2;
+        }
+        if (bad) return 2;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tl_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    char err[TIERLAB_ERRMSG];
+    int rc = tierlab_apcache_run(argv[2], argv[3], &p, argv[4], tl_progress_line, NULL, err,
+                                 sizeof err);
+    if (rc == TIERLAB_ECANCELED) {
+        fprintf(stderr, "tierlab-kernels apcache: interrupted; results so far written\n");
+        return 130;
+    }
+    if (rc) {
+        fprintf(stderr, "tierlab-kernels apcache: %s\n", err);
+        return rc == TIERLAB_EINVAL ? 2 : 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return tl_usage(stderr);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return tl_usage(stdout);
     if (!strcmp(argv[1], "codecs") && argc == 2) return tl_cmd_codecs();
     if (!strcmp(argv[1], "roundtrip") && argc == 3) return tl_cmd_roundtrip(argv[2]);
+    if (!strcmp(argv[1], "apcache")) return tl_cmd_apcache(argc, argv);
     return tl_usage(stderr);
 }

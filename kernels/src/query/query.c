@@ -63,6 +63,7 @@ int tl_cursor_open(tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entry *e, u
                       "corrupt index: skip record at %llu disagrees with the dictionary",
                       (unsigned long long)off);
     c->e = (const tl_skip_entry *)(h + 1);
+    c->src = NULL;
     c->nb = nb;
     c->postings = h->postings;
     c->b = 0;
@@ -92,7 +93,9 @@ int tl_cursor_decode(tierlab_query_ctx *q, tl_cursor *c) {
     uint64_t a = e->did_offset, z = e[1].did_offset;
     uint32_t n = tl_block_len(ix, c);
     if (a < TL_HDR_BYTES || z < a || z > ix->dids_len) goto bad;
-    int64_t got = ix->dc->decode(ix->dids + a, (size_t)(z - a), n, e->prev_did, c->d);
+    const uint8_t *p = c->src ? c->src->block(c->src, 0, c->b, a, z) : ix->dids + a;
+    if (!p) goto bad;
+    int64_t got = ix->dc->decode(p, (size_t)(z - a), n, e->prev_did, c->d);
     if (got != (int64_t)(z - a) || c->d[0] != e->first_did) goto bad;
     c->dec_b = c->b;
     c->n = n;
@@ -113,7 +116,9 @@ int tl_cursor_decode_freqs(tierlab_query_ctx *q, tl_cursor *c) {
     uint64_t a = e->freq_offset, z = e[1].freq_offset;
     uint32_t n = tl_block_len(ix, c);
     if (a < TL_HDR_BYTES || z < a || z > ix->freqs_len) goto bad;
-    int64_t got = ix->fc->decode(ix->freqs + a, (size_t)(z - a), n, 0, c->f);
+    const uint8_t *p = c->src ? c->src->block(c->src, 1, c->b, a, z) : ix->freqs + a;
+    if (!p) goto bad;
+    int64_t got = ix->fc->decode(p, (size_t)(z - a), n, 0, c->f);
     if (got != (int64_t)(z - a)) goto bad;
     c->fdec_b = c->b;
     c->fdecoded++;
@@ -169,33 +174,26 @@ static void tl_sort_heap(tierlab_query_ctx *q) {
     }
 }
 
-static int tl_run(tierlab_query_ctx *q, int type, const char *const *terms,
-                  const uint32_t *lens, uint32_t nterms, tierlab_query_stats *st) {
-    memset(st, 0, sizeof *st);
-    q->st = st;
-    q->size = 0;
-    st->nterms = nterms;
+/* Check the query shape; 0 or TIERLAB_EINVAL with a message. */
+static int tl_check_shape(tierlab_query_ctx *q, int type, uint32_t nterms) {
     if ((type == TIERLAB_QUERY_SINGLE && nterms != 1) ||
         (type == TIERLAB_QUERY_AND && (nterms < 2 || nterms > TIERLAB_QUERY_MAX_TERMS)) ||
         (type != TIERLAB_QUERY_SINGLE && type != TIERLAB_QUERY_AND))
         return tl_err(q->err, sizeof q->err, TIERLAB_EINVAL,
                       "a SINGLE query has 1 term, an AND query 2..%d (got type %d, %u terms)",
                       TIERLAB_QUERY_MAX_TERMS, type, nterms);
-    uint64_t t0 = tl_now_ns();
-    const tl_dict_entry *ents[TIERLAB_QUERY_MAX_TERMS];
-    for (uint32_t i = 0; i < nterms; i++) {
-        int corrupt = 0;
-        ents[i] = tl_dict_find(q->ix, terms[i], lens[i], &st->bytes_read[TIERLAB_FILE_DICT],
-                               &corrupt);
-        if (corrupt)
-            return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
-                          "corrupt index: dictionary entry points outside the term pool");
-        if (!ents[i]) st->unknown_terms++;
-    }
+    return 0;
+}
+
+/* Cursors over the entries, the query, the sort; st already zeroed with
+ * nterms, unknown_terms and the dictionary bytes set. */
+static int tl_run_entries(tierlab_query_ctx *q, int type, const tl_dict_entry *const *ents,
+                          uint32_t nterms, tl_block_src *const *srcs, tierlab_query_stats *st) {
     int rc = 0;
     if (!st->unknown_terms) {
         for (uint32_t i = 0; i < nterms && !rc; i++) {
             rc = tl_cursor_open(q, &q->cur[i], ents[i], i);
+            q->cur[i].src = srcs ? srcs[i] : NULL;
             st->term_postings[i] = ents[i]->postings;
             st->term_blocks_total[i] = q->cur[i].nb;
             st->blocks_total += q->cur[i].nb;
@@ -213,8 +211,47 @@ static int tl_run(tierlab_query_ctx *q, int type, const char *const *terms,
         }
     }
     tl_sort_heap(q);
-    st->latency_ns = tl_now_ns() - t0;
     st->results = q->size;
+    return rc;
+}
+
+static int tl_run(tierlab_query_ctx *q, int type, const char *const *terms,
+                  const uint32_t *lens, uint32_t nterms, tierlab_query_stats *st) {
+    memset(st, 0, sizeof *st);
+    q->st = st;
+    q->size = 0;
+    st->nterms = nterms;
+    int rc = tl_check_shape(q, type, nterms);
+    if (rc) return rc;
+    uint64_t t0 = tl_now_ns();
+    const tl_dict_entry *ents[TIERLAB_QUERY_MAX_TERMS];
+    for (uint32_t i = 0; i < nterms; i++) {
+        int corrupt = 0;
+        ents[i] = tl_dict_find(q->ix, terms[i], lens[i], &st->bytes_read[TIERLAB_FILE_DICT],
+                               &corrupt);
+        if (corrupt)
+            return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
+                          "corrupt index: dictionary entry points outside the term pool");
+        if (!ents[i]) st->unknown_terms++;
+    }
+    rc = tl_run_entries(q, type, ents, nterms, NULL, st);
+    st->latency_ns = tl_now_ns() - t0;
+    return rc;
+}
+
+int tl_query_entries(tierlab_query_ctx *q, int type, const tl_dict_entry *const *ents,
+                     uint32_t nterms, tl_block_src *const *srcs, tierlab_query_stats *st) {
+    memset(st, 0, sizeof *st);
+    q->st = st;
+    q->size = 0;
+    q->err[0] = 0;
+    st->nterms = nterms;
+    int rc = tl_check_shape(q, type, nterms);
+    if (rc) return rc;
+    uint64_t t0 = tl_now_ns();
+    for (uint32_t i = 0; i < nterms; i++) st->unknown_terms += !ents[i];
+    rc = tl_run_entries(q, type, ents, nterms, srcs, st);
+    st->latency_ns = tl_now_ns() - t0;
     return rc;
 }
 

@@ -17,9 +17,25 @@
 
 __extension__ typedef unsigned __int128 tl_key;
 
+/* Where a cursor reads its encoded blocks from. By default (no source) a
+ * block is read in place from the index mapping (ix->dids / ix->freqs, the
+ * placed file). A source serves them from elsewhere (the APCache runtime: a
+ * term's chain in the segment cache, or its emulated page cache): given
+ * block b of kind 0 (DIDs) or 1 (freqs), whose bytes are [a, z) of the file
+ * (offsets from the skip list, already bounds-checked against the file), it
+ * returns a pointer to those z - a bytes, valid until the next call on the
+ * same source, or NULL when it cannot (the query then fails with
+ * TIERLAB_EFORMAT, "does not decode"; the source keeps its own reason). */
+typedef struct tl_block_src {
+    const uint8_t *(*block)(struct tl_block_src *s, int kind, uint32_t b, uint64_t a,
+                            uint64_t z);
+    void *ctx;
+} tl_block_src;
+
 /* One query term: its skip record, the decoded block and where we are in it. */
 typedef struct tl_cursor {
     const tl_skip_entry *e; /* nblocks + 1 entries (the last is the sentinel) */
+    tl_block_src *src;      /* NULL: blocks in place from the index mapping */
     uint32_t nb, postings;
     uint32_t b;        /* current block */
     uint32_t dec_b;    /* block whose DIDs are in d (UINT32_MAX: none) */
@@ -114,6 +130,14 @@ int tl_cursor_open(struct tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entr
 /* Decode block c->b's DIDs (and freqs when `freqs`) unless already there. */
 int tl_cursor_decode(struct tierlab_query_ctx *q, tl_cursor *c);
 int tl_cursor_decode_freqs(struct tierlab_query_ctx *q, tl_cursor *c);
+
+/* Run one query over dictionary entries already looked up (ents[i] NULL =
+ * unknown term), reading term i's blocks through srcs[i] (srcs or srcs[i]
+ * NULL: the index mapping). Same checks, stats and results (q->out, q->size)
+ * as tierlab_query; st->latency_ns covers this call only. Returns 0 or an
+ * error (message in q->err). The APCache runtime's entry point. */
+int tl_query_entries(struct tierlab_query_ctx *q, int type, const tl_dict_entry *const *ents,
+                     uint32_t nterms, tl_block_src *const *srcs, tierlab_query_stats *st);
 
 int tl_query_single(struct tierlab_query_ctx *q, tl_cursor *c);
 int tl_query_and(struct tierlab_query_ctx *q, tl_cursor *c, uint32_t m);

@@ -1,0 +1,125 @@
+/* runtime.h — the run and its shards (internal to kernels/src/apcache/:
+ * runtime.c drives them, report.c writes them out). */
+#ifndef TL_APCACHE_RUNTIME_H
+#define TL_APCACHE_RUNTIME_H
+
+#include "apcache.h"
+
+/* The workload, parsed once and shared read-only by every shard. Only
+ * queries whose terms are all in the dictionary have term occurrences
+ * (a query with an unknown term has an empty result and touches nothing). */
+typedef struct tl_workload {
+    uint32_t nq;
+    uint64_t nocc;
+    uint64_t *qfirst;   /* nq + 1: occurrences of query q are qfirst[q]..qfirst[q+1] */
+    uint8_t *type;      /* TIERLAB_QUERY_* */
+    uint8_t *nterms;    /* terms in the query line (known or not) */
+    uint8_t *known;     /* all terms in the dictionary */
+    uint64_t *term;     /* per occurrence: term id */
+    uint64_t *next_use; /* per occurrence: next occurrence of the same term, or NEVER */
+    uint32_t *nseg;     /* per occurrence: segments of the term in the segment cache */
+    char *text;         /* term bytes of every term of every query, back to back */
+    uint64_t *qtext;    /* nq + 1: query q's terms start at term index qtext[q] */
+    uint64_t *toff;     /* term index -> offset in text (one more entry at the end) */
+} tl_workload;
+
+/* One query's measurements. */
+typedef struct tl_qrec {
+    uint64_t start_ns, latency_ns, wait_ns;
+    uint32_t terms, seg_misses, page_misses, results;
+    int64_t lookahead;
+    uint32_t done;
+} tl_qrec;
+
+typedef struct tl_sample {
+    uint32_t core;
+    uint64_t t_ns, queries_done;
+    int64_t lookahead;
+    uint64_t rolling_sum, cache_used_bytes, storage_bytes_read;
+} tl_sample;
+
+struct tl_run;
+
+typedef struct tl_shard {
+    struct tl_run *run;
+    uint32_t id;
+    char dir[PATH_MAX];
+    int is_copy;
+    tierlab_index *ix;
+    tl_reader rd;
+    tl_slow slow;
+    tl_cache_state cs;
+    int has_cache;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    tierlab_query_ctx *qctx;
+    tl_src src[TIERLAB_QUERY_MAX_TERMS];
+    uint8_t *missed; /* hybrid: per occurrence, the query thread missed it */
+    uint8_t *bypass; /* hybrid-prefetch: per occurrence, not cached (served from storage) */
+    /* progress, read by the other threads and the sampler */
+    _Atomic uint64_t q_taken;  /* queries the query thread has started */
+    _Atomic uint64_t q_done;   /* ... and finished */
+    _Atomic uint64_t occ_done; /* term occurrences the query thread finished */
+    _Atomic uint64_t w_occ;    /* term occurrences the worker finished */
+    _Atomic uint64_t w_q;      /* queries the worker finished */
+    _Atomic int qt_finished;   /* the query thread has left its loop */
+    uint64_t qt_waiting;       /* under mu: query + 1 the query thread waits for, or 0 */
+    /* results, written by their own thread, read after the join */
+    tl_qrec *rec;
+    tierlab_hit *hits;
+    tl_pstats qps, wps;
+    uint64_t seg_hits, seg_misses, evicted_before_use;
+    uint64_t worker_stall_ns, query_wait_ns;
+    int rc;
+    char err[TIERLAB_ERRMSG];
+    uint8_t buf4k[4096];
+    pthread_t qt, wk;
+    int qt_started, wk_started;
+} tl_shard;
+
+typedef struct tl_run {
+    tierlab_apcache_params p;
+    char index_dir[PATH_MAX], out_dir[PATH_MAX], workload_path[PATH_MAX];
+    tl_workload wl;
+    uint32_t nshards;
+    tl_shard *sh;
+    tl_device dev;
+    int dev_inited;
+    tl_pcache pc;
+    int pc_inited;
+    uint64_t page_cap_bytes;   /* page-cache cap of this configuration, 0 = none */
+    uint64_t nsegments;        /* per shard */
+    size_t bounce_bytes;
+    uint64_t max_term_segments;
+    _Atomic int stop;          /* user asked to stop (progress callback) */
+    _Atomic int failed;        /* a thread failed: stop everything */
+    _Atomic int sampler_quit;
+    uint64_t t0, t_end;
+    tierlab_progress_fn progress;
+    void *progress_ctx;
+    /* memory limit */
+    tl_cgroup cg;
+    char limit_how[768];
+    uint64_t limit_bytes;
+    char drop_how[256];
+    /* real device accounting */
+    uint64_t io_read0, io_read1;       /* /proc/self/io read_bytes */
+    uint64_t blk_reads0, blk_reads1, blk_ticks0, blk_ticks1;
+    char blk_dev[64];
+    /* sampler */
+    pthread_t sampler;
+    int sampler_started;
+    tl_sample *samples;
+    size_t nsamples, cap_samples;
+    uint64_t peak_dram, peak_slow;
+    char dram_how[256];
+} tl_run;
+
+static inline int tl_is_hybrid_cfg(int c) {
+    return c == TIERLAB_APCACHE_HYBRID || c == TIERLAB_APCACHE_HYBRID_PREFETCH;
+}
+
+int tl_report_write(tl_run *r, char *err, size_t errlen);
+uint64_t tl_proc_io_read_bytes(void);
+
+#endif

@@ -1,0 +1,381 @@
+/* apcache.c — C tests of the APCache runtime (kernels/src/apcache/), run
+ * plain, under ASan/UBSan (ctest in the sanitizer build) and under
+ * ThreadSanitizer (tests/apcache/test_apcache_native.py):
+ *  1. the device timing rule, on made-up clocks;
+ *  2. APCACHE.md's two worked examples of adaptive lookahead, through a
+ *     step-driven harness: the same step functions the worker and the query
+ *     thread call (steps.c), in a fixed order, without threads;
+ *  3. every configuration as real threads on a small generated index with
+ *     an emulated device and a cache small enough to evict: every query's
+ *     top-k equals tierlab_query's, hits + misses = term occurrences, bytes
+ *     were read; plus a fixed-lookahead hybrid-prefetch run and a cancelled
+ *     run (partial results, no stray files).
+ * A plain main returning an exit status; prints what failed. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "apcache/apcache.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            failures++;                                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+        }                                                                        \
+    } while (0)
+
+/* ---- 1. device timing ---------------------------------------------------------- */
+
+static void test_device_rule(void) {
+    tl_device d;
+    /* 1 byte/ns, 1000 ns latency + 500 ns seek, 2 slots */
+    CHECK(tl_device_init(&d, 1, 1e9, 1000, 500, 2) == 0, "device init");
+    uint64_t t = 10000;
+    uint64_t a = tl_device_plan(&d, 0, 100, t);     /* random: 1500 + 100 */
+    CHECK(a == t + 1600, "first request done at %llu", (unsigned long long)a);
+    uint64_t b = tl_device_plan(&d, 100, 50, t);    /* sequential: no positioning, slot 2 */
+    CHECK(b == t + 50, "sequential request done at %llu", (unsigned long long)b);
+    uint64_t c = tl_device_plan(&d, 5000, 10, t);   /* both slots busy: waits for slot 2 */
+    CHECK(c == t + 50 + 1510, "queued request done at %llu", (unsigned long long)c);
+    uint64_t e = tl_device_plan(&d, 9999, 10, t + 100000); /* idle device */
+    CHECK(e == t + 100000 + 1510, "idle request done at %llu", (unsigned long long)e);
+    tl_device_destroy(&d);
+}
+
+/* ---- 2. the worked examples ------------------------------------------------------ */
+
+#define SEG 64
+
+static int fill_commit(tl_cache_state *cs, uint64_t term, uint64_t n) {
+    int r = tl_prefetch_step(cs, term, n, TIERLAB_NEVER);
+    if (r == TL_STEP_FILL) tl_worker_commit(cs, term, n, TIERLAB_NEVER, 1);
+    return r;
+}
+
+static void test_example_1(void) {
+    static uint8_t mem[8 * SEG];
+    tl_cache_state cs;
+    CHECK(tl_cache_state_init(&cs, TIERLAB_POLICY_LRU, 3, 8, SEG, mem, 1, 16) == 0, "init");
+    enum { T0, T1, T2 };
+    CHECK(fill_commit(&cs, T0, 4) == TL_STEP_FILL, "worker caches t0");
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 4 && tierlab_lookahead_pending(cs.la) == 1,
+          "sum 4, FIFO [4]");
+    CHECK(tl_query_acquire(&cs, T0, 0, TIERLAB_NEVER) == 1, "query thread starts t0");
+    CHECK(fill_commit(&cs, T1, 1) == TL_STEP_FILL, "worker caches t1");
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 5 && tierlab_lookahead_pending(cs.la) == 2,
+          "sum 5, FIFO [4, 1]");
+    CHECK(tl_prefetch_step(&cs, T2, 4, TIERLAB_NEVER) == TL_STEP_WAIT,
+          "t2 needs the LRU term t0: 5 + 4 = 9 > 8, so the worker waits");
+    CHECK(cs.rule_waits == 1 && cs.pinned_victim_waits == 0, "it was the rule that said wait");
+    CHECK(tierlab_cache_contains(cs.pol, T0), "t0 still cached while in use");
+    tl_query_release(&cs, T0);
+    tl_query_term_done(&cs);
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 1, "query thread finishes t0, pops 4: sum 1");
+    CHECK(fill_commit(&cs, T2, 4) == TL_STEP_FILL, "1 + 4 = 5 <= 8: evict t0, complete t2");
+    CHECK(!tierlab_cache_contains(cs.pol, T0) && tierlab_cache_contains(cs.pol, T1) &&
+              tierlab_cache_contains(cs.pol, T2),
+          "t0 evicted, t1 and t2 cached");
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 5 && tierlab_lookahead_pending(cs.la) == 2,
+          "sum 5, FIFO [1, 4]");
+    CHECK(tierlab_lookahead_query_done(cs.la) == 1 && tierlab_lookahead_query_done(cs.la) == 4,
+          "FIFO order [1, 4]");
+    CHECK(tl_cache_used_segments(&cs) == 5, "5 segments used");
+    tl_cache_state_free(&cs);
+}
+
+static void test_example_2(void) {
+    static uint8_t mem[8 * SEG];
+    tl_cache_state cs;
+    CHECK(tl_cache_state_init(&cs, TIERLAB_POLICY_LRU, 3, 8, SEG, mem, 1, 16) == 0, "init");
+    enum { T0, T1, T2 };
+    CHECK(fill_commit(&cs, T0, 3) == TL_STEP_FILL, "worker caches t0 (3)");
+    CHECK(fill_commit(&cs, T1, 5) == TL_STEP_FILL, "worker caches t1 (5): cache full");
+    CHECK(tl_query_acquire(&cs, T0, 0, TIERLAB_NEVER), "query thread on t0");
+    tl_query_release(&cs, T0);
+    tl_query_term_done(&cs);
+    CHECK(tl_query_acquire(&cs, T1, 0, TIERLAB_NEVER), "query thread on t1");
+    CHECK(tl_prefetch_step(&cs, T0, 3, TIERLAB_NEVER) == TL_STEP_HIT,
+          "t0 repeated: a hit that moves t0 to the front");
+    uint64_t v, vs;
+    CHECK(tierlab_cache_victim(cs.pol, &v, &vs) == 0 && v == T1 && vs == 5,
+          "t1 became the LRU victim while in use");
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 8, "sum 8: `rolling_sum > total` would say "
+                                                     "8 > 8 = false and evict t1");
+    CHECK(tl_prefetch_step(&cs, T2, 2, TIERLAB_NEVER) == TL_STEP_WAIT,
+          "the rule: 8 + 5 > 8, wait");
+    CHECK(tierlab_cache_contains(cs.pol, T1) && cs.pinned_victim_waits == 0, "t1 kept");
+    tl_query_release(&cs, T1);
+    tl_query_term_done(&cs);
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 3, "query thread finishes t1: 3");
+    CHECK(fill_commit(&cs, T2, 2) == TL_STEP_FILL, "3 + 5 = 8, not > 8: evict t1");
+    CHECK(!tierlab_cache_contains(cs.pol, T1) && tierlab_cache_contains(cs.pol, T0) &&
+              tierlab_cache_contains(cs.pol, T2),
+          "t1 evicted; t0 and t2 cached");
+    CHECK(tierlab_lookahead_rolling_sum(cs.la) == 5, "sum 3 + 2");
+    tl_cache_state_free(&cs);
+}
+
+/* The same cache without the rule (fixed lookahead): a pinned victim still
+ * makes the worker wait, so memory in use is never taken. */
+static void test_pin_guard(void) {
+    static uint8_t mem[8 * SEG];
+    tl_cache_state cs;
+    CHECK(tl_cache_state_init(&cs, TIERLAB_POLICY_LRU, 3, 8, SEG, mem, 0, 16) == 0, "init");
+    CHECK(fill_commit(&cs, 0, 6) == TL_STEP_FILL, "t0");
+    CHECK(tl_query_acquire(&cs, 0, 0, TIERLAB_NEVER), "t0 in use");
+    CHECK(tl_prefetch_step(&cs, 1, 4, TIERLAB_NEVER) == TL_STEP_WAIT && cs.pinned_victim_waits == 1,
+          "pinned victim: wait");
+    tl_query_release(&cs, 0);
+    CHECK(fill_commit(&cs, 1, 4) == TL_STEP_FILL && !tierlab_cache_contains(cs.pol, 0), "then evict");
+    CHECK(tl_prefetch_step(&cs, 2, 9, TIERLAB_NEVER) == TL_STEP_BYPASS, "larger than the cache");
+    tl_cache_state_free(&cs);
+}
+
+/* ---- 3. threaded runs on a generated index -------------------------------------------- */
+
+static char dir[256], idx[300], wl[300];
+static uint32_t nq_total;
+
+static void build_index(void) {
+    snprintf(dir, sizeof dir, "/tmp/tierlab-apcache-test-%ld", (long)getpid());
+    mkdir(dir, 0700);
+    char corpus[300], err[TIERLAB_ERRMSG];
+    snprintf(corpus, sizeof corpus, "%s/c.txt", dir);
+    snprintf(idx, sizeof idx, "%s/idx", dir);
+    snprintf(wl, sizeof wl, "%s/w.queries", dir);
+    tierlab_corpus_params cp;
+    tierlab_corpus_params_default(&cp);
+    cp.target_bytes = 1500000;
+    cp.doc_bytes = 512;
+    cp.seed = 3;
+    CHECK(tierlab_corpus_generate(&cp, corpus, NULL, NULL, NULL, NULL) == 0, "corpus");
+    tierlab_build_params bp;
+    tierlab_build_params_default(&bp);
+    bp.codec = tierlab_codec_find("pfor-delta256") ? "pfor-delta256" : "base";
+    int rc = tierlab_index_build(corpus, idx, &bp, NULL, NULL, NULL, err, sizeof err);
+    CHECK(rc == 0, "index build: %s", err);
+    /* A workload over frequent and rare terms with repeats, SINGLE and AND. */
+    tierlab_index *ix;
+    CHECK(tierlab_index_open(idx, NULL, &ix, err, sizeof err) == 0, "open: %s", err);
+    tierlab_index_info info;
+    tierlab_index_get_info(ix, &info);
+    uint64_t *big = malloc(info.terms * sizeof *big), nbig = 0;
+    for (uint64_t i = 0; i < info.terms; i++) {
+        uint32_t p;
+        tierlab_index_term_at(ix, i, NULL, NULL, &p);
+        if (p >= 60) big[nbig++] = i;
+    }
+    FILE *f = fopen(wl, "w");
+    uint64_t s = 12345;
+    uint64_t recent[8] = {0};
+    for (int q = 0; q < 160; q++) {
+        int terms = q % 3 == 2 ? 2 : 1;
+        for (int t = 0; t < terms; t++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t term = (s >> 33) % 4 == 0 && q > 8 ? recent[(s >> 20) % 8]
+                                                         : big[(s >> 33) % nbig];
+            recent[q % 8] = term;
+            const char *w;
+            uint32_t len;
+            tierlab_index_term_at(ix, term, &w, &len, NULL);
+            fprintf(f, "%s%.*s", t ? " AND " : "", (int)len, w);
+        }
+        fputc('\n', f);
+    }
+    fprintf(f, "nosuchterm\n");
+    nq_total = 161;
+    fclose(f);
+    free(big);
+    tierlab_index_close(ix);
+}
+
+/* A number from summary.json (our own writer: "key": value). */
+static double summary_num(const char *out, const char *key) {
+    char path[400], pat[80];
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(buf, pat);
+    return p ? strtod(p + strlen(pat), NULL) : -1;
+}
+
+/* Every query's hits in out/hits.tsv equal tierlab_query's on a plain open. */
+static void check_hits(const char *out, const char *what) {
+    char err[TIERLAB_ERRMSG], path[400], line[512];
+    tierlab_index *ix;
+    CHECK(tierlab_index_open(idx, NULL, &ix, err, sizeof err) == 0, "open: %s", err);
+    tierlab_query_ctx *q = tierlab_query_ctx_new(ix, 50);
+    tierlab_hit hits[50];
+    snprintf(path, sizeof path, "%s/hits.tsv", out);
+    FILE *h = fopen(path, "r");
+    FILE *w = fopen(wl, "r");
+    CHECK(h && w, "%s: hits.tsv missing", what);
+    if (!h || !w) return;
+    char *ok = fgets(line, sizeof line, h); /* header */
+    (void)ok;
+    long pending_q = -1;
+    unsigned pq = 0, pr = 0, pd = 0;
+    double ps = 0;
+    int have = fgets(line, sizeof line, h) && sscanf(line, "%u\t%u\t%u\t%lf", &pq, &pr, &pd, &ps) == 4;
+    int mismatches = 0;
+    for (uint32_t qi = 0; qi < nq_total && fgets(line, sizeof line, w); qi++) {
+        line[strcspn(line, "\n")] = 0;
+        const char *terms[4];
+        uint32_t lens[4], nt = 0;
+        for (char *t = strtok(line, " "); t && nt < 4; t = strtok(NULL, " "))
+            if (strcmp(t, "AND")) terms[nt] = t, lens[nt] = (uint32_t)strlen(t), nt++;
+        int n = tierlab_query(q, nt == 1 ? TIERLAB_QUERY_SINGLE : TIERLAB_QUERY_AND, terms, lens,
+                              nt, hits, NULL);
+        for (int i = 0; i < n; i++) {
+            if (!have || pq != qi || pr != (unsigned)i + 1 || pd != hits[i].did ||
+                ps != hits[i].score)
+                mismatches++;
+            have = fgets(line, sizeof line, h) &&
+                   sscanf(line, "%u\t%u\t%u\t%lf", &pq, &pr, &pd, &ps) == 4;
+        }
+        if (have && pq == qi) mismatches++; /* extra hits */
+        pending_q = qi;
+    }
+    (void)pending_q;
+    CHECK(mismatches == 0, "%s: %d hits differ from tierlab_query", what, mismatches);
+    fclose(h);
+    fclose(w);
+    tierlab_query_ctx_free(q);
+    tierlab_index_close(ix);
+}
+
+static int count_strays(void) {
+    /* segment-cache files of this process, shard copies */
+    int n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, "tierlab-segcache-", 17) || !strncmp(e->d_name, ".tierlab-shard-", 15))
+            n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static int stop_after;
+static int stop_cb(void *ctx, uint64_t done, uint64_t total) {
+    (void)ctx;
+    (void)total;
+    return stop_after && done >= (uint64_t)stop_after;
+}
+
+static void run_config(int config, uint32_t lookahead, int cores, uint64_t cache, int emulated) {
+    char out[400], err[TIERLAB_ERRMSG], what[160];
+    snprintf(what, sizeof what, "%s la=%u cores=%d cache=%llu %s",
+             tierlab_apcache_config_name(config), lookahead, cores, (unsigned long long)cache,
+             emulated ? "emulated" : "real");
+    snprintf(out, sizeof out, "%s/out-%d-%u-%d-%d", dir, config, lookahead, cores, emulated);
+    mkdir(out, 0700);
+    tierlab_apcache_params p;
+    tierlab_apcache_params_default(&p);
+    p.config = config;
+    p.cores = (uint32_t)cores;
+    p.k = 50;
+    p.lookahead = lookahead;
+    p.cache_bytes = cache;
+    p.segment_bytes = 4096;
+    p.dram_budget_bytes = 64 * 4096;
+    p.emulated = emulated;
+    p.dev_read_bytes_per_s = 2e9;
+    p.dev_read_latency_ns = 3000;
+    p.dev_queue_depth = 4;
+    p.memory_limit = 0;
+    p.write_hits = 1;
+    p.sample_ms = 2;
+    snprintf(p.slow_tier, sizeof p.slow_tier, "pm:%s", dir);
+    int rc = tierlab_apcache_run(idx, wl, &p, out, NULL, NULL, err, sizeof err);
+    CHECK(rc == 0, "%s: run failed: %s", what, err);
+    if (rc) return;
+    check_hits(out, what);
+    double occ = summary_num(out, "term_occurrences");
+    double hits = summary_num(out, "segment_cache_hits");
+    double misses = summary_num(out, "segment_cache_misses");
+    CHECK(summary_num(out, "queries") == (double)nq_total * cores, "%s: queries %g", what,
+          summary_num(out, "queries"));
+    CHECK(summary_num(out, "partial") == 0, "%s: partial", what);
+    CHECK(summary_num(out, "storage_bytes_read") > 0 || !emulated, "%s: nothing read", what);
+    CHECK(summary_num(out, "page_cache_misses") > 0, "%s: no page-cache miss on a cold run", what);
+    if (config >= TIERLAB_APCACHE_HYBRID) {
+        CHECK(hits + misses == occ, "%s: hits %g + misses %g != occurrences %g", what, hits,
+              misses, occ);
+        /* hybrid's copies trail the query thread, so how many land before the
+         * run ends is timing; the prefetcher's decisions are not */
+        if (config == TIERLAB_APCACHE_HYBRID_PREFETCH)
+            CHECK(summary_num(out, "evictions") > 0, "%s: the cache never evicted", what);
+    } else {
+        CHECK(hits == 0 && misses == 0, "%s: segment counts without a segment cache", what);
+    }
+    if (config == TIERLAB_APCACHE_BASE_PREFETCH || config == TIERLAB_APCACHE_HYBRID_PREFETCH)
+        CHECK(summary_num(out, "lookahead_mean") >= 0, "%s: the prefetcher was behind", what);
+    CHECK(count_strays() == 0, "%s: stray files left", what);
+}
+
+int main(void) {
+    test_device_rule();
+    test_example_1();
+    test_example_2();
+    test_pin_guard();
+    printf("device rule, worked examples, pin guard: %d failed\n", failures);
+    build_index();
+    int f0 = failures;
+    uint64_t small = 48 * 4096; /* a fraction of the touched postings: evictions */
+    run_config(TIERLAB_APCACHE_BASE, 0, 1, small, 1);
+    run_config(TIERLAB_APCACHE_BASE_PREFETCH, 4, 2, small, 1);
+    run_config(TIERLAB_APCACHE_HYBRID, 0, 2, small, 1);
+    run_config(TIERLAB_APCACHE_HYBRID_PREFETCH, TIERLAB_LOOKAHEAD_ADAPTIVE, 2, small, 1);
+    run_config(TIERLAB_APCACHE_HYBRID_PREFETCH, 64, 1, small, 1); /* fixed LA, too large */
+    run_config(TIERLAB_APCACHE_BASE, 0, 1, small, 0);              /* real device */
+    run_config(TIERLAB_APCACHE_HYBRID, 0, 2, small, 0);
+    printf("threaded runs: %d failed\n", failures - f0);
+
+    /* cancel: stop after a few queries; partial results, nothing left behind */
+    char out[400], err[TIERLAB_ERRMSG];
+    snprintf(out, sizeof out, "%s/out-cancel", dir);
+    mkdir(out, 0700);
+    tierlab_apcache_params p;
+    tierlab_apcache_params_default(&p);
+    p.config = TIERLAB_APCACHE_HYBRID_PREFETCH;
+    p.cores = 2;
+    p.cache_bytes = small;
+    p.segment_bytes = 4096;
+    p.emulated = 1;
+    p.dev_read_bytes_per_s = 1e8;
+    p.dev_read_latency_ns = 2e6; /* slow: the run is still going when stopped */
+    p.dram_budget_bytes = 8 * 4096;
+    p.readahead_bytes = 4096;
+    p.memory_limit = 0;
+    snprintf(p.slow_tier, sizeof p.slow_tier, "pm:%s", dir);
+    stop_after = 1;
+    int rc = tierlab_apcache_run(idx, wl, &p, out, stop_cb, NULL, err, sizeof err);
+    CHECK(rc == TIERLAB_ECANCELED, "cancel: rc %d (%s)", rc, err);
+    CHECK(summary_num(out, "partial") == 1, "cancel: not marked partial");
+    double done = summary_num(out, "queries");
+    CHECK(done >= 1 && done < 2.0 * nq_total, "cancel: %g queries", done);
+    CHECK(count_strays() == 0, "cancel: stray files left");
+
+    printf("apcache: %d failed\n", failures);
+    if (!failures) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        if (getenv("TIERLAB_KEEP")) return 0;
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    }
+    return failures ? 1 : 0;
+}
