@@ -232,6 +232,72 @@ class Index:
         n = ffi.new("uint64_t *")
         return int(n[0]) if lib.tierlab_index_lookup(self._ix, b, len(b), n) else None
 
+    def find(self, term: str) -> int | None:
+        """Dictionary position of a term (what term_at, postings and extents
+        are indexed by), None if it is not in the dictionary."""
+        self._check_open()
+        ffi, lib = _native()
+        b = term.encode()
+        i = ffi.new("uint64_t *")
+        rc = lib.tierlab_index_find(self._ix, b, len(b), i)
+        if rc < 0:
+            raise TierlabError(f"{self.path}: corrupt dictionary (looking up '{term}')")
+        return int(i[0]) if rc == 1 else None
+
+    def terms(self) -> list[str]:
+        """Every term, in dictionary order (byte order)."""
+        self._check_open()
+        ffi, lib = _native()
+        ptr, length = ffi.new("const char **"), ffi.new("uint32_t *")
+        out = []
+        for i in range(self.info["terms"]):
+            if lib.tierlab_index_term_at(self._ix, i, ptr, length, ffi.NULL) != 0:
+                raise TierlabError(f"{self.path}: corrupt dictionary entry {i}")
+            out.append(ffi.unpack(ptr[0], length[0]).decode("ascii", errors="replace"))
+        return out
+
+    def postings(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(dids, freqs) of the i-th term in dictionary order, decoded."""
+        self._check_open()
+        ffi, lib = _native()
+        if not 0 <= i < self.info["terms"]:
+            raise TierlabError(f"term number {i} out of range (0..{self.info['terms'] - 1})")
+        p = ffi.new("uint32_t *")
+        lib.tierlab_index_term_at(self._ix, i, ffi.NULL, ffi.NULL, p)
+        dids = np.zeros(max(p[0], 1), dtype=np.uint32)
+        freqs = np.zeros(max(p[0], 1), dtype=np.uint32)
+        err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
+        got = lib.tierlab_index_postings(self._ix, i, ffi.from_buffer("uint32_t[]", dids),
+                                         ffi.from_buffer("uint32_t[]", freqs), err,
+                                         lib.TIERLAB_ERRMSG)
+        if got < 0:
+            raise TierlabError(ffi.string(err).decode(errors="replace"))
+        return dids[:got], freqs[:got]
+
+    def extents(self):
+        """Where each term's bytes lie in the index files (tierlab.h,
+        tierlab_index_term_extent): a pandas DataFrame in dictionary order with
+        columns term, postings, blocks, did_offset, did_bytes, freq_offset,
+        freq_bytes, skip_offset, skip_bytes. Offsets count from the start of
+        each file, header included; the terms tile each file exactly."""
+        import pandas as pd
+
+        self._check_open()
+        ffi, lib = _native()
+        n = self.info["terms"]
+        if ffi.sizeof("tierlab_term_extent") != EXTENT_DTYPE.itemsize:
+            raise TierlabError("tierlab_term_extent changed in tierlab.h: update EXTENT_DTYPE")
+        arr = np.zeros(n, dtype=EXTENT_DTYPE)
+        if n:
+            got = lib.tierlab_index_term_extents(
+                self._ix, 0, n, ffi.cast("tierlab_term_extent *", ffi.from_buffer(arr)))
+            if got != n:
+                raise TierlabError(f"{self.path}: corrupt skip list (reading term extents: "
+                                   f"{_ERRORS.get(got, got)})")
+        df = pd.DataFrame({name: arr[name] for name in EXTENT_DTYPE.names})
+        df.insert(0, "term", self.terms())
+        return df
+
     def _context(self, k: int):
         _, lib = _native()
         if k < 1:
@@ -302,6 +368,10 @@ class Index:
 
 
 _HIT_DTYPE = np.dtype([("did", "<u4"), ("reserved", "<u4"), ("score", "<f8")])
+# numpy mirror of tierlab_term_extent (eight uint64 fields, no padding).
+EXTENT_DTYPE = np.dtype([(name, "<u8") for name in (
+    "postings", "blocks", "did_offset", "did_bytes", "freq_offset", "freq_bytes",
+    "skip_offset", "skip_bytes")])
 
 
 def _stats_dtype(ffi) -> np.dtype:

@@ -1,7 +1,9 @@
-"""`tierlab query run|terms`: run a query workload against an index with the
-measurement protocol, or run one query and print its hits (tierlab.query)."""
+"""`tierlab query run|terms|costs`: run a query workload against an index with
+the measurement protocol, run one query and print its hits (tierlab.query), or
+measure the per-block cost table the model charges queries with (tierlab.costs)."""
 from __future__ import annotations
 
+import sys
 
 from .args import positive_int
 
@@ -54,6 +56,49 @@ def register(sub) -> None:
     t.add_argument("--k", type=positive_int, default=10, help="hits to print (default 10)")
     t.add_argument("--place", metavar="PLACEMENT", help=PLACE_HELP)
     t.set_defaults(func=run_terms)
+
+    c = cmds.add_parser(
+        "costs", help="measure the per-block cost table the model charges queries with",
+        description="Measure the CPU cost of queries on INDEX as the SimPy model charges "
+        "them: per query type (single, and) query_ns + block_ns * blocks_decoded + "
+        "posting_ns * postings_scored. Runs the workloads (default: SINGLE and AND workloads "
+        "of the H, M and L classes generated from the index's dictionary) --repeats times "
+        "with --passes passes each, takes each query's median warm latency, and fits the "
+        "three coefficients per type by non-negative least squares (errors relative to the "
+        "class's mean latency, every class weighted equally, block_ns at least the measured "
+        "decode time of a block, the worst 1 % of queries left out of a refit). Also times "
+        "decoding alone (ns per DID and freq block) as a cross-check and reports the fit "
+        "quality per type and class. Writes JSON (format tierlab-costs, read by "
+        "tierlab.costs.Costs.load). With --default: the "
+        "per-machine default table of --codec, measured once on a small generated index and "
+        "cached under $XDG_CACHE_HOME/tierlab/ (~/.cache/tierlab/).",
+        epilog="examples: tierlab query costs data/idx --out costs.json; "
+        "tierlab query costs --default --codec pfor-delta256 [--refresh]")
+    c.add_argument("index", metavar="INDEX", nargs="?", help="index directory (not with --default)")
+    c.add_argument("--out", metavar="FILE", help="write the table here (JSON)")
+    c.add_argument("--workload", metavar="FILE", action="append",
+                   help="a query file to measure with (repeatable); default: generated H, M, L "
+                   "SINGLE and AND workloads")
+    c.add_argument("--placement", "--place", dest="placement", metavar="PLACEMENT",
+                   help=PLACE_HELP.replace("Default: storage", "Default: dram (CPU costs "
+                                           "without page faults)"))
+    c.add_argument("--passes", type=positive_int, default=2,
+                   help="passes per run, the last (warm) one measured; >= 2 (default 2)")
+    c.add_argument("--repeats", type=positive_int, default=3,
+                   help="runs per workload; a query's latency is the median of its runs "
+                   "(default 3)")
+    c.add_argument("--queries", metavar="CLASS=N", action="append",
+                   help="queries per class of the generated workloads, e.g. H=300 (repeatable; "
+                   "defaults H=150, M=600, L=1000)")
+    c.add_argument("--k", type=positive_int, default=1024, help="hits kept per query (default 1024)")
+    c.add_argument("--default", action="store_true",
+                   help="print (measuring it first if missing) this machine's default table "
+                   "of --codec")
+    c.add_argument("--codec", default=None, metavar="NAME",
+                   help="with --default: the codec (default pfor-delta256)")
+    c.add_argument("--refresh", action="store_true", help="with --default: measure again")
+    c.add_argument("--quiet", action="store_true", help="no progress bar, no report")
+    c.set_defaults(func=run_costs)
 
 
 def run_workload(args) -> int:
@@ -109,3 +154,91 @@ def run_terms(args) -> int:
     read = dict(zip(("dict", "skip", "did", "freq"), st["bytes_read"]))
     print("bytes read " + ", ".join(f"{k} {v:,}" for k, v in read.items()))
     return 0
+
+
+def _queries_per_class(items) -> dict:
+    from ..costs import CLASSES
+    from ..errors import TierlabError
+
+    out = {}
+    for item in items or []:
+        cls, sep, n = item.partition("=")
+        cls = cls.strip().upper()
+        if not sep or cls not in CLASSES or not n.strip().isdigit() or int(n) < 1:
+            raise TierlabError(f"--queries {item!r}: expected CLASS=N with CLASS one of "
+                               f"{', '.join(CLASSES)} and N >= 1")
+        out[cls] = int(n)
+    return out
+
+
+def run_costs(args) -> int:
+    from .. import costs
+    from ..errors import TierlabError
+
+    if args.default:
+        if args.index or args.workload or args.queries or args.placement:
+            raise TierlabError("--default measures its own generated index: give no INDEX, "
+                               "--workload, --queries or --placement with it")
+        codec = args.codec or costs.DEFAULT_CODEC
+        cached = costs.default_path(codec).exists() and not args.refresh
+        table = costs.default(codec, refresh=args.refresh, progress=not args.quiet)
+        if cached:  # a new table announces its path itself
+            print(f"default table: {costs.default_path(codec)}", file=sys.stderr)
+    else:
+        if not args.index:
+            raise TierlabError("give an INDEX to measure (or --default)")
+        if args.codec or args.refresh:
+            raise TierlabError("--codec and --refresh go with --default (an INDEX has its codec)")
+        if not args.out:
+            raise TierlabError("--out FILE is required (where to write the cost table)")
+        bar = None
+        if not args.quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=None, unit="run", desc="costs", leave=False)
+
+        def progress(done, total):
+            bar.total = total
+            bar.update(done - bar.n)
+        try:
+            table = costs.measure(args.index, workloads=args.workload,
+                                  placement=args.placement or costs.DEFAULT_PLACEMENT,
+                                  passes=args.passes, repeats=args.repeats,
+                                  queries=_queries_per_class(args.queries), k=args.k,
+                                  progress=progress if bar is not None else None)
+        finally:
+            if bar is not None:
+                bar.close()
+    if args.out:
+        table.save(args.out)
+    if not args.quiet:
+        print(_costs_report(table))
+        if args.out:
+            print(f"wrote      {args.out}")
+    return 0
+
+
+def _costs_report(t) -> str:
+    lines = [f"index      {t.index}", f"codec      {t.codec}, blocks of {t.block_size}, "
+             f"placement {t.placement}"]
+    for qtype in ("single", "and"):
+        c = t.coefficients(qtype)
+        lines.append(f"{qtype:<10} query_ns {c.query_ns:,.0f}  block_ns {c.block_ns:,.1f}  "
+                     f"posting_ns {c.posting_ns:,.2f}")
+    d = t.decode
+    if d.get("did_block_ns") is not None:
+        lines.append(f"decode     {d['did_block_ns']:,.1f} ns per DID block, "
+                     f"{d['freq_block_ns']:,.1f} ns per freq block (alone, {d['blocks_timed']:,} "
+                     f"full blocks)")
+    lines.append("fit        |relative error| median / p90, error of the total:")
+    for qtype in ("single", "and"):
+        f = t.fit.get(qtype)
+        if not f:
+            continue
+        rows = [("all", f)] + list(f.get("by_class", {}).items())
+        for name, r in rows:
+            lines.append(f"  {qtype:<6} {name:<4} {r['queries']:>7,} queries  "
+                         f"{100 * r['median_abs_rel_error']:5.1f} % / "
+                         f"{100 * r['p90_abs_rel_error']:5.1f} %  total "
+                         f"{100 * r.get('total_rel_error', 0.0):+5.1f} %")
+    return "\n".join(lines)

@@ -1,0 +1,228 @@
+"""`tierlab apcache run` end to end on a tiny generated corpus (pfor-delta256):
+all four configurations on an emulated device and on the real one, answers
+identical to `tierlab query run`'s, the cache_run/cache_query/cache_timeline
+tables, the counting identities, errors, and Ctrl-C."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tierlab.apcache import configs
+from tierlab.cli import main
+from tierlab.traces.schema import read_table
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = configs()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("apc")
+    assert main(["corpus", "generate", "--docs", "3000", "--doc-bytes", "512", "--quiet",
+                 "--out", str(d / "c.txt")]) == 0
+    assert main(["index", "build", str(d / "c.txt"), "--codec", "pfor-delta256", "--quiet",
+                 "--out", str(d / "idx")]) == 0
+    # H terms (many blocks) and M terms, SINGLE and AND, with repeats (rp 0.5)
+    for name, cls, qtype in (("h", "H", "single"), ("m", "M", "single"), ("a", "H", "and")):
+        assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", cls,
+                     "--type", qtype, "--queries", "60", "--rp", "0.5", "--seed", "1", "--quiet",
+                     "--out", str(d / f"{name}.queries")]) == 0
+    lines = [(d / f"{n}.queries").read_text().splitlines() for n in ("h", "m", "a")]
+    mixed = [x for trio in zip(*lines) for x in trio] + ["nosuchterm"]
+    (d / "w.queries").write_text("\n".join(mixed) + "\n")
+    ref = d / "ref.tsv"
+    assert main(["query", "run", str(d / "idx"), str(d / "w.queries"), "--out",
+                 str(d / "ref.parquet"), "--passes", "1", "--k", "100", "--results", str(ref),
+                 "--quiet"]) == 0
+    return d
+
+
+def _hits(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t").sort_values(["query_id", "rank"]).reset_index(drop=True)
+
+
+def _run(d: Path, out: Path, *extra: str) -> int:
+    return main(["apcache", "run", str(d / "idx"), str(d / "w.queries"), "--out", str(out),
+                 "--k", "100", "--results", str(out / "hits.tsv"), "--quiet", *extra])
+
+
+def _tables(out: Path):
+    tabs = {}
+    for name in ("cache_run", "cache_query", "cache_timeline"):
+        got, df = read_table(out / f"{name}.parquet")
+        assert got == name
+        assert set(df["source"]) == {"measured"}
+        tabs[name] = df
+    return tabs
+
+
+def _occurrences(d: Path) -> int:
+    from tierlab.index import Index
+    from tierlab.workload import read_queries
+
+    with Index(d / "idx") as ix:
+        return sum(len(q) for q in read_queries(d / "w.queries")
+                   if all(ix.lookup(t) is not None for t in q))
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_config_emulated(setup, tmp_path, config):
+    d = setup
+    out = tmp_path / config
+    # small caches: evictions; 2 cores: two shards share the emulated device
+    size = "96KiB" if config.startswith("base") else "256KiB"
+    assert _run(d, out, "--config", config, "--cache-size", size, "--segment-size", "8KiB",
+                "--dram-budget", "128KiB", "--device", "nvme-p4800x", "--cores", "2",
+                "--slow-tier", f"pm:{tmp_path}") == 0
+    pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
+    t = _tables(out)
+    run = t["cache_run"].iloc[0]
+    nq = len((d / "w.queries").read_text().splitlines())
+    assert run["config"] == config and run["device"] == "nvme-p4800x"
+    assert run["device_mode"] == "emulated" and run["cores"] == 2 and run["queries"] == 2 * nq
+    assert run["qps"] > 0 and run["latency_p99_ns"] >= run["latency_p50_ns"] > 0
+    assert run["storage_bytes_read"] > 0 and run["storage_reads"] > 0
+    assert run["page_cache_misses"] > 0  # cold start
+    assert run["memory_limit_enforced"].startswith("emulated")
+    assert 0 < run["device_utilisation"] <= 1
+    occ = _occurrences(d)
+    q = t["cache_query"]
+    assert len(q) == 2 * nq and set(q["core"]) == {0, 1}
+    assert (q["latency_ns"] >= q["wait_ns"]).all()
+    if config.startswith("hybrid"):
+        assert run["segment_cache_hits"] + run["segment_cache_misses"] == 2 * occ
+        if config == "hybrid-prefetch":  # hybrid's trailing copies depend on timing
+            assert run["segment_cache_hits"] > 0  # the workload repeats terms
+        assert q["segment_cache_misses"].sum() == run["segment_cache_misses"]
+        assert run["segment_bytes"] == 8192 and run["peak_slow_tier_bytes"] > 0
+    else:
+        assert run["segment_cache_hits"] == run["segment_cache_misses"] == 0
+        assert math.isnan(run["segment_cache_miss_rate"])
+    if config.endswith("prefetch"):
+        assert run["lookahead"] == ("adaptive" if config == "hybrid-prefetch" else "16")
+        assert run["lookahead_mean"] >= 0
+    tl = t["cache_timeline"]
+    assert len(tl) >= 2 and tl["storage_bytes_read"].is_monotonic_increasing
+    params = json.loads(run["params"])
+    assert params["partial"] is False and params["device_spec"]["name"] == "nvme-p4800x"
+    assert not list(tmp_path.glob("tierlab-segcache-*"))  # the pm file is gone
+    assert not list(d.glob(".tierlab-shard-*"))
+
+
+@pytest.mark.parametrize("config", ["base", "hybrid-prefetch"])
+def test_real_device(setup, tmp_path, config):
+    d = setup
+    out = tmp_path / "real"
+    assert _run(d, out, "--config", config, "--cache-size", "256KiB", "--segment-size", "8KiB",
+                "--dram-budget", "4MB", "--cores", "2") == 0
+    pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
+    run = _tables(out)["cache_run"].iloc[0]
+    assert run["device_mode"] == "real" and run["device"].startswith("real:")
+    how = run["memory_limit_enforced"]
+    assert how.startswith("cgroup v") or how.startswith("no: "), how
+    assert run["page_cache_misses"] > 0  # dropped before the run
+    assert not list(d.glob(".tierlab-shard-*"))  # the second shard's copy is gone
+    from tierlab.apcache import _cgroup_parents
+
+    for parent in _cgroup_parents():
+        assert not list(parent.glob("tierlab-*")), parent
+
+
+def test_fixed_lookahead_and_policy(setup, tmp_path):
+    d = setup
+    out = tmp_path / "fixed"
+    assert _run(d, out, "--config", "hybrid-prefetch", "--lookahead", "64", "--policy", "fifo",
+                "--cache-size", "128KiB", "--segment-size", "4KiB", "--device", "nvme-p4800x") == 0
+    pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
+    run = _tables(out)["cache_run"].iloc[0]
+    assert run["lookahead"] == "64" and run["policy"] == "fifo"
+    assert run["segment_cache_hits"] + run["segment_cache_misses"] == _occurrences(d)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--config", "hybird"], "unknown configuration 'hybird'"),
+    (["--policy", "mru"], "unknown policy 'mru'"),
+    (["--config", "base", "--lookahead", "4"], "only base-prefetch and hybrid-prefetch"),
+    (["--config", "base-prefetch", "--lookahead", "adaptive"], "only hybrid-prefetch"),
+    (["--segment-size", "100"], "multiple of 8"),
+    (["--cache-size", "1KiB"], "less than one"),
+    (["--device", "floppy"], "unknown device or tier spec 'floppy'"),
+    (["--device", "ddr4-2666"], "a storage spec is needed"),
+    (["--slow-tier", "pm:/nonexistent/dir"], "needs an existing directory"),
+    (["--slow-tier", "optane"], "one of dram, pm:PATH, numa:N"),
+])
+def test_errors_name_the_bad_value(setup, tmp_path, capsys, args, message):
+    d = setup
+    rc = main(["apcache", "run", str(d / "idx"), str(d / "w.queries"), "--out",
+               str(tmp_path / "o"), "--quiet", *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err, err
+
+
+def test_missing_index_and_workload(setup, tmp_path, capsys):
+    d = setup
+    assert main(["apcache", "run", str(tmp_path / "nope"), str(d / "w.queries"), "--out",
+                 str(tmp_path / "o"), "--quiet"]) == 2
+    assert "no such index directory" in capsys.readouterr().err
+    (tmp_path / "bad.queries").write_text("Hello World\n")
+    assert main(["apcache", "run", str(d / "idx"), str(tmp_path / "bad.queries"), "--out",
+                 str(tmp_path / "o"), "--quiet"]) == 2
+    assert "is not a term" in capsys.readouterr().err
+
+
+def _child_of(pid: int, name: str, timeout: float = 20.0) -> int:
+    """The pid of `pid`'s child process called `name`."""
+    end = time.time() + timeout
+    while time.time() < end:
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                stat = (p / "stat").read_text()
+            except OSError:
+                continue
+            comm = stat[stat.index("(") + 1:stat.rindex(")")]
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            if ppid == pid and comm.startswith(name[:15]):
+                return int(p.name)
+        time.sleep(0.05)
+    raise AssertionError(f"no child {name} of {pid}")
+
+
+@pytest.mark.parametrize("target", ["child", "parent"])
+def test_ctrl_c_writes_partial_results_and_leaves_nothing(setup, tmp_path, target):
+    d = setup
+    out = tmp_path / "int"
+    cmd = [sys.executable, "-m", "tierlab", "apcache", "run", str(d / "idx"),
+           str(d / "w.queries"), "--out", str(out), "--config", "hybrid-prefetch",
+           "--cores", "2", "--device", "hdd-7200", "--cache-size", "256KiB", "--segment-size",
+           "8KiB", "--dram-budget", "64KiB", "--readahead", "4KiB", "--slow-tier",
+           f"pm:{tmp_path}", "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    child = _child_of(proc.pid, "tierlab-kernels")
+    time.sleep(1.0)  # ~100 HDD reads (4 ms each, one page each) in: well before the end
+    os.kill(child if target == "child" else proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert not Path(f"/proc/{child}").exists()  # the runtime and all its threads are gone
+    run = _tables(out)["cache_run"].iloc[0]
+    assert json.loads(run["params"])["partial"] is True
+    nq = len((d / "w.queries").read_text().splitlines())
+    assert 0 < run["queries"] < 2 * nq
+    assert not list(tmp_path.glob("tierlab-segcache-*"))
+    assert not list(out.glob(".raw-*"))
+    assert not list(d.glob(".tierlab-shard-*"))
+    from tierlab.apcache import _cgroup_parents
+
+    for parent in _cgroup_parents():
+        assert not (parent / f"tierlab-{child}").exists()
