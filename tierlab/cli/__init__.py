@@ -18,9 +18,9 @@ import sys  # noqa: E402
 
 from .. import __version__  # noqa: E402
 from ..errors import TierlabError  # noqa: E402
-from . import bench, corpus, index, list_, query, trace, workload  # noqa: E402
+from . import apcache, bench, corpus, index, list_, model, query, trace, workload  # noqa: E402
 
-GROUPS = [list_, bench, corpus, workload, index, query, trace]
+GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model]
 
 
 def build_parser() -> argparse.ArgumentParser:

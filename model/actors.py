@@ -1,0 +1,264 @@
+"""The actors of APCache (APCACHE.md "The four configurations", "Adaptive
+lookahead") as SimPy processes: one short generator each, taking `env`, the
+run (`sim`: device, page cache, trace, costs, counters) and the core's
+`shard` (its segment cache, lookahead state, progress counters, signal).
+
+Per core: a query thread, and (except in `base`) one worker:
+- base-prefetch: `base_prefetch_worker` reads the terms of the next queries
+  into the page cache, at most LA queries ahead of the query thread;
+- hybrid: `copy_worker` trails the query thread and copies every term it
+  missed in the segment cache from the page cache (or storage, if evicted
+  meanwhile) into the segment cache;
+- hybrid-prefetch: `prefetch_worker` fills the segment cache with the terms
+  of upcoming queries (through the DRAM-budget page cache) under adaptive
+  (rolling_sum rule) or fixed lookahead.
+In both prefetch configurations the query thread waits until the worker has
+finished its whole query. The decisions follow the native runtime's steps
+(kernels/src/apcache/steps.c): terms the query thread is using are pinned
+and never evicted (a pinned victim makes the worker wait); with adaptive
+lookahead the worker evicts victim v only when rolling_sum + segments(v) <=
+total segments; if the query thread is waiting for the very query the
+worker is stuck on, the worker gives the occurrence up (a bypass: the query
+thread reads it from storage), which breaks the one possible deadlock.
+
+Time is ns. Counters go to the pass of the query or occurrence concerned
+(`sim.acct[pass]`), so a warm pass can be reported alone.
+"""
+from __future__ import annotations
+
+BASE, BASE_PREFETCH, HYBRID, HYBRID_PREFETCH = range(4)
+
+
+class Signal:
+    """A condition variable: `wait()` is an event that fires at the next
+    `notify()`; waiters re-check their condition after it fires."""
+
+    __slots__ = ("env", "_ev")
+
+    def __init__(self, env):
+        self.env = env
+        self._ev = None
+
+    def wait(self):
+        if self._ev is None:
+            self._ev = self.env.event()
+        return self._ev
+
+    def notify(self) -> None:
+        ev = self._ev
+        if ev is not None:
+            self._ev = None
+            ev.succeed()
+
+
+def query_thread(env, sim, sh):
+    tr = sim.trace
+    qfirst, term, blocks = sim.qfirst, sim.term, sim.blocks
+    cfg = sim.cfg
+    prefetching = cfg in (BASE_PREFETCH, HYBRID_PREFETCH)
+    sc = sh.cache
+    pins = sh.pins
+    log = sim.log
+    fslow = sim.tier_factor - 1.0
+    for q in range(tr.queries):
+        t0 = env.now
+        sh.taken = q + 1
+        if cfg != BASE:
+            sh.signal.notify()
+        acct = sim.acct[q // sim.nq_pass]
+        sh.sample(q)
+        sh.rec_lookahead[q] = sh.ahead(q)
+        j0, j1 = int(qfirst[q]), int(qfirst[q + 1])
+        if prefetching:
+            hp = cfg == HYBRID_PREFETCH
+            need = j1 if hp else q + 1
+            if (sh.w_occ if hp else sh.w_q) < need:
+                sh.qt_waiting = q + 1
+                sh.signal.notify()  # a worker stalled on a victim re-checks
+                while (sh.w_occ if hp else sh.w_q) < need:
+                    yield sh.signal.wait()
+                sh.qt_waiting = 0
+                acct.query_wait_ns += env.now - t0
+                sh.rec_wait[q] = env.now - t0
+        slow_blocks = seg_miss = page_miss = 0
+        pinned = []
+        for j in range(j0, j1):
+            t = int(term[j])
+            acct.block_requests += sim.term_blocks[t]
+            cached = False
+            if cfg == HYBRID:
+                cached = sc.touch(t, int(sim.next_use[j]))
+                if cached:
+                    acct.seg_hits += 1
+                else:
+                    acct.seg_misses += 1
+                    seg_miss += 1
+                    sh.missed[j] = 1
+            elif cfg == HYBRID_PREFETCH:
+                seg_miss += int(sh.missed[j])
+                cached = not sh.bypass[j] and sc.contains(t)
+                if not cached and not sh.bypass[j]:
+                    acct.evicted_before_use += 1
+            if cached:
+                pins[t] += 1
+                pinned.append(t)
+                slow_blocks += int(blocks[j])
+            else:
+                page_miss += yield from sim.pc.read_term(sh.core, t, acct, "query")
+            if log is not None:
+                log.append((env.now, sh.core, "query", "term", t,
+                            {"query": q, "occurrence": j, "cached": cached}))
+        cpu = sim.cpu_fixed[q] + sim.cpu_var[q] * (
+            1.0 + fslow * slow_blocks / sim.q_blocks[q] if sim.q_blocks[q] else 1.0)
+        yield env.timeout(int(cpu + 0.5))
+        for t in pinned:
+            pins[t] -= 1
+        if cfg == HYBRID_PREFETCH and sh.la is not None:
+            for _ in range(j1 - j0):
+                popped = sh.la.query_done()
+                if log is not None:
+                    log.append((env.now, sh.core, "query", "query_done", -1,
+                                {"popped": popped, "rolling_sum": sh.la.rolling_sum}))
+        sh.rec_start[q] = t0
+        sh.rec_latency[q] = env.now - t0
+        sh.rec_terms[q] = j1 - j0
+        sh.rec_seg_miss[q] = seg_miss
+        sh.rec_page_miss[q] = page_miss
+        sh.q_done = q + 1
+        sh.occ_done = j1
+        if log is not None:
+            log.append((env.now, sh.core, "query", "done", -1, {"query": q}))
+        if cfg != BASE:
+            sh.signal.notify()
+    sh.qt_finished = True
+    sh.signal.notify()
+
+
+def _lookahead_wait(env, sim, sh, q, acct):
+    """Fixed lookahead: wait until query q is at most LA queries ahead."""
+    if sh.fixed_la is None or q < sh.taken + sh.fixed_la:
+        return
+    t = env.now
+    while q >= sh.taken + sh.fixed_la and not sh.qt_finished:
+        yield sh.signal.wait()
+    acct.worker_stall_ns += env.now - t
+
+
+def base_prefetch_worker(env, sim, sh):
+    qfirst, term = sim.qfirst, sim.term
+    for q in range(sim.trace.queries):
+        acct = sim.acct[q // sim.nq_pass]
+        yield from _lookahead_wait(env, sim, sh, q, acct)
+        for j in range(int(qfirst[q]), int(qfirst[q + 1])):
+            acct.block_requests += sim.term_blocks[int(term[j])]
+            yield from sim.pc.read_term(sh.core, int(term[j]), acct, "worker")
+        sh.w_q = q + 1
+        sh.signal.notify()
+
+
+def _make_room(env, sim, sh, nseg, q, acct, rule):
+    """Evict victims until nseg segments are free. Returns False when the
+    worker must give up (the query thread waits for this very query)."""
+    sc, la, log = sh.cache, sh.la, sim.log
+    while sc.free_units < nseg:
+        victim, vsize = sc.victim()
+        by_rule = rule and not la.may_evict(vsize)
+        if not by_rule and not sh.pins[victim]:
+            sc.evict()
+            if log is not None:
+                log.append((env.now, sh.core, "worker", "evict", victim, {"segments": vsize}))
+            continue
+        if sh.qt_waiting == q + 1:
+            return False
+        if log is not None:
+            log.append((env.now, sh.core, "worker", "wait", victim,
+                        {"segments": vsize, "rolling_sum": la.rolling_sum if la else None,
+                         "pinned": int(sh.pins[victim]),
+                         "reason": "rule" if by_rule else "pinned"}))
+        t = env.now
+        yield sh.signal.wait()
+        acct.worker_stall_ns += env.now - t
+    return True
+
+
+def _fill(env, sim, sh, t, nseg, j, acct):
+    """Read term t (through the page cache) and copy it into the tier."""
+    yield from sim.pc.read_term(sh.core, t, acct, "worker")
+    ev = sim.tier_slots.take()  # the tier's write bandwidth is shared by all workers
+    if ev is not None:
+        yield ev
+    yield env.timeout(sim.copy_ns[t])
+    sim.tier_slots.give()
+    sh.cache.insert(t, nseg, int(sim.next_use[j]))
+    if sim.log is not None:
+        sim.log.append((env.now, sh.core, "worker", "cached", t, {"segments": nseg,
+                                                                  "occurrence": j}))
+
+
+def prefetch_worker(env, sim, sh):
+    qfirst, term, segs = sim.qfirst, sim.term, sim.segs
+    sc, la, log = sh.cache, sh.la, sim.log
+    total = sh.segments
+    for q in range(sim.trace.queries):
+        acct = sim.acct[q // sim.nq_pass]
+        yield from _lookahead_wait(env, sim, sh, q, acct)
+        for j in range(int(qfirst[q]), int(qfirst[q + 1])):
+            t = int(term[j])
+            nseg = int(segs[t])
+            acct.block_requests += sim.term_blocks[t]
+            if nseg <= total and sc.contains(t):
+                sc.touch(t, int(sim.next_use[j]))
+                acct.seg_hits += 1
+                if la is not None:
+                    la.worker_done(nseg)
+                if log is not None:
+                    log.append((env.now, sh.core, "worker", "hit", t, {"occurrence": j}))
+            else:
+                acct.seg_misses += 1
+                sh.missed[j] = 1
+                ok = nseg <= total and (yield from _make_room(env, sim, sh, nseg, q, acct,
+                                                              la is not None))
+                if ok:
+                    yield from _fill(env, sim, sh, t, nseg, j, acct)
+                    if la is not None:
+                        la.worker_done(nseg)
+                else:
+                    sh.bypass[j] = 1
+                    acct.bypassed += 1
+                    if la is not None:
+                        la.worker_done(0)
+                    if log is not None:
+                        log.append((env.now, sh.core, "worker", "bypass", t, {"occurrence": j}))
+            if log is not None:
+                log.append((env.now, sh.core, "worker", "prefetched", t, {
+                    "occurrence": j, "rolling_sum": la.rolling_sum if la is not None else None,
+                    "pending": la.pending if la is not None else None}))
+            sh.w_occ = j + 1
+            sh.signal.notify()
+        sh.w_q = q + 1
+        sh.signal.notify()
+
+
+def copy_worker(env, sim, sh):
+    term, segs = sim.term, sim.segs
+    sc = sh.cache
+    total = sh.segments
+    nocc = len(term)
+    j = 0
+    while j < nocc:
+        while j >= sh.occ_done:
+            if sh.qt_finished:
+                return
+            yield sh.signal.wait()
+        avail = sh.occ_done
+        while j < avail:
+            if sh.missed[j]:
+                t = int(term[j])
+                nseg = int(segs[t])
+                acct = sim.acct[j // sim.nocc_pass]
+                acct.block_requests += sim.term_blocks[t]
+                if nseg <= total and not sc.contains(t):
+                    yield from _make_room(env, sim, sh, nseg, -2, acct, False)
+                    yield from _fill(env, sim, sh, t, nseg, j, acct)
+            j += 1
+            sh.w_occ = j

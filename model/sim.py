@@ -1,0 +1,353 @@
+"""One model run: the index, the query trace, the parameters, the device and
+the tier in; the metrics of the cache_run / cache_query / cache_timeline
+tables out (traces/schema.yaml, source `model`).
+
+Closed loop (APCACHE.md "The setting"): the query queue is always full, so
+a query's latency runs from when its query thread takes it to its results,
+waits for prefetch included, and QPS = queries / simulated time. Every core
+runs the whole workload on its own shard (a duplicated index: its own page
+keys and device addresses), as the runtime does; QPS counts all cores.
+With passes > 1 the workload runs back to back that many times and only the
+last pass is reported (counters, latencies and wall time), like `tierlab
+query run` reports its warm pass.
+
+The CPU time of a query is the cost table's
+query_ns + block_ns * blocks + posting_ns * postings (tierlab/costs.py,
+per query type). Its decoding part (the measured decode time of a DID and a
+freq block, the table's `decode` section, per block decoded; the whole
+per-block part when the table has no decode timing) is what reads the
+postings' memory: it is multiplied by the tier factor for the share of the
+query's blocks served from the slow tier (model/tier.py). Scoring works on
+decoded values and the per-query part on the dictionary, so neither is.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from tierlab.errors import TierlabError
+
+from . import actors
+from .device import Device, Slots
+from .indexmeta import IndexMeta
+from .pagecache import PAGE, PageCache, PageMap
+from .tier import Tier
+from .trace import Trace, next_uses
+
+CONFIGS = ("base", "base-prefetch", "hybrid", "hybrid-prefetch")
+DEFAULT_LOOKAHEAD = 16
+DEFAULT_SEGMENT = 32 * 1024
+DEFAULT_DRAM_BUDGET = 50_000_000
+DEFAULT_READAHEAD = 128 * 1024
+DEFAULT_SAMPLE_NS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Params:
+    """The knobs of one run (model/README.md documents each)."""
+
+    config: str = "hybrid-prefetch"
+    policy: str = "lru"
+    cores: int = 1
+    cache_bytes: int = 64 * 2**20
+    segment_bytes: int = DEFAULT_SEGMENT
+    lookahead: object = None          # int, "adaptive", or None (the config's default)
+    dram_budget_bytes: int = DEFAULT_DRAM_BUDGET
+    readahead_bytes: int = DEFAULT_READAHEAD
+    tier_factor: float | None = None
+    passes: int = 1
+    sample_ns: int = DEFAULT_SAMPLE_NS
+
+    @property
+    def hybrid(self) -> bool:
+        return self.config.startswith("hybrid")
+
+    def lookahead_value(self):
+        """'none', 'adaptive' or an int (queries), as cache_run.lookahead says."""
+        if self.config in ("base", "hybrid"):
+            return "none"
+        if self.lookahead is None:
+            return "adaptive" if self.config == "hybrid-prefetch" else DEFAULT_LOOKAHEAD
+        return self.lookahead
+
+
+@dataclass
+class Counters:
+    """What one pass counted (all cores)."""
+
+    page_hits: int = 0
+    page_misses: int = 0
+    seg_hits: int = 0
+    seg_misses: int = 0
+    reads: int = 0
+    bytes_read: int = 0
+    busy_ns: int = 0
+    worker_stall_ns: int = 0
+    query_wait_ns: int = 0
+    evicted_before_use: int = 0
+    bypassed: int = 0
+    page_requests: int = 0   # pages looked up in the page cache (access_many keys)
+    block_requests: int = 0  # index blocks of every term access (any actor, any cache)
+
+
+class Shard:
+    """One core: its segment cache, lookahead state and progress."""
+
+    def __init__(self, env, sim, core: int):
+        self.core = core
+        self.sim = sim
+        self.signal = actors.Signal(env)
+        self.taken = self.q_done = self.occ_done = self.w_q = self.w_occ = 0
+        self.qt_waiting = 0
+        self.qt_finished = False
+        nq, nocc = sim.trace.queries, sim.trace.occurrences
+        self.missed = np.zeros(nocc, np.uint8)
+        self.bypass = np.zeros(nocc, np.uint8)
+        self.pins = np.zeros(max(1, sim.nterms), np.int32)
+        self.rec_start = np.zeros(nq, np.int64)
+        self.rec_latency = np.zeros(nq, np.int64)
+        self.rec_wait = np.zeros(nq, np.int64)
+        self.rec_terms = np.zeros(nq, np.int64)
+        self.rec_seg_miss = np.zeros(nq, np.int64)
+        self.rec_page_miss = np.zeros(nq, np.int64)
+        self.rec_lookahead = np.zeros(nq, np.int64)
+        self.samples: list = []
+        self._next_sample = 0
+        self.cache = self.la = None
+        self.segments = 0
+        la = sim.params.lookahead_value()
+        self.fixed_la = la if isinstance(la, int) else None
+        if sim.params.hybrid:
+            self.segments = sim.segments_per_core
+            self.cache = sim.cache_cls(sim.params.policy, max(1, sim.nterms), self.segments)
+            if la == "adaptive":
+                self.la = sim.lookahead_cls(self.segments, max(1, nocc))
+
+    def ahead(self, q: int) -> int:
+        cfg = self.sim.cfg
+        if cfg in (actors.BASE_PREFETCH, actors.HYBRID_PREFETCH):
+            return self.w_q - q
+        if cfg == actors.HYBRID:
+            return int(np.searchsorted(self.sim.qfirst[1:], self.w_occ, side="right")) - q
+        return 0
+
+    def sample(self, q: int) -> None:
+        """A timeline sample at a query start, at most one per sample_ns."""
+        sim = self.sim
+        now = sim.env.now
+        if now < self._next_sample:
+            return
+        self._next_sample = now + sim.params.sample_ns
+        if self.cache is not None:
+            used = self.cache.stats["used"] * sim.params.segment_bytes
+        else:
+            used = sim.pc.used_bytes
+        self.samples.append((self.core, now, self.q_done, self.ahead(q),
+                             self.la.rolling_sum if self.la is not None else 0, used,
+                             sim.device.bytes))
+
+
+def decode_ns_per_block(costs) -> float | None:
+    """Measured decode time of a DID block plus its freq block (the cost
+    table's `decode` section, tierlab/costs.py), or None when the table has
+    none (then the whole per-block cost counts as decoding)."""
+    d = getattr(costs, "decode", None) or {}
+    did, freq = d.get("did_block_ns"), d.get("freq_block_ns")
+    if did is None:
+        return None
+    return float(did) + float(freq or 0.0)
+
+
+def _cache_classes():
+    from .cache import Cache, Lookahead
+
+    return Cache, Lookahead
+
+
+class Simulation:
+    """Build with the inputs, call run(); results in `result()`."""
+
+    def __init__(self, index: IndexMeta, trace: Trace, params: Params, costs, device_spec,
+                 tier_spec=None, *, log: list | None = None, cache_classes=None):
+        p = params
+        if p.config not in CONFIGS:
+            raise TierlabError(f"config: unknown configuration '{p.config}'; known: "
+                               f"{', '.join(CONFIGS)}")
+        if p.passes < 1:
+            raise TierlabError(f"passes must be at least 1, got {p.passes}")
+        self.params = p
+        self.index = index
+        self.cfg = CONFIGS.index(p.config)
+        self.cache_cls, self.lookahead_cls = cache_classes or _cache_classes()
+        self.log = log
+        self.base_trace = trace
+        self.trace = trace.repeated(p.passes)
+        self.nq_pass = max(1, trace.queries)
+        self.nocc_pass = max(1, trace.occurrences)
+        self.env = simpy.Environment()
+        self.device_spec = device_spec
+        self.device = Device.from_spec(self.env, device_spec)
+        if p.hybrid:
+            if tier_spec is None:
+                raise TierlabError("slow_tier: a hybrid configuration needs a memory spec")
+            self.tier = Tier.from_spec(tier_spec, p.tier_factor)
+        else:
+            self.tier = None
+        self.tier_factor = self.tier.factor if self.tier else 1.0
+        self.tier_slots = Slots(self.env, 1)  # copies into the tier, one at a time
+
+        # dense term ids over the terms the trace references
+        ref, dense = np.unique(self.trace.term, return_inverse=True)
+        self.ref = ref
+        self.nterms = len(ref)
+        self.term = dense.astype(np.int64)
+        self.qfirst = self.trace.qfirst
+        self.blocks = self.trace.blocks_decoded
+        self.next_use = next_uses(self.term)
+        seg = index.segments(p.segment_bytes)[ref] if len(ref) else np.zeros(0, np.int64)
+        self.segs = seg
+        self.term_blocks = index.blocks[ref].tolist() if len(ref) else []
+        chain = (index.term_bytes + 8 * index.blocks)[ref] if len(ref) else np.zeros(0, np.int64)
+        self.copy_ns = [self.tier.copy_ns(int(b)) for b in chain] if self.tier else []
+        if p.hybrid:
+            self.segments_per_core = p.cache_bytes // p.cores // p.segment_bytes
+            if self.segments_per_core < 1:
+                raise TierlabError(f"cache_bytes {p.cache_bytes}: less than one "
+                                   f"{p.segment_bytes}-byte segment per core")
+            pc_bytes = p.dram_budget_bytes
+        else:
+            self.segments_per_core = 0
+            pc_bytes = p.cache_bytes
+        if pc_bytes < PAGE:
+            raise TierlabError(f"{'dram_budget_bytes' if p.hybrid else 'cache_bytes'} "
+                               f"{pc_bytes}: the page cache must hold one {PAGE}-byte page")
+        ra_pages = max(1, p.readahead_bytes // PAGE)
+        self.pagemap = PageMap([index.did_offset[ref], index.freq_offset[ref]],
+                               [index.did_bytes[ref], index.freq_bytes[ref]],
+                               [index.did_file_bytes, index.freq_file_bytes], ra_pages, p.cores)
+        self.pc = PageCache(self.env, self.pagemap, pc_bytes, self.device, self.cache_cls, log)
+
+        # CPU per query: fixed part and the block/posting part
+        qt = ["and" if x else "single" for x in self.trace.qtype[: self.nq_pass]]
+        qb = trace.blocks_per_query()
+        fixed = np.array([costs.query_cpu_ns(t, 0, 0) for t in qt], np.float64)
+        per_block = np.array([costs.query_cpu_ns(t, int(b), 0) for t, b in zip(qt, qb)],
+                             np.float64) - fixed
+        total = np.array([costs.query_cpu_ns(t, int(b), int(s)) for t, b, s in
+                          zip(qt, qb, trace.postings_scored)], np.float64)
+        self.decode_ns = decode_ns_per_block(costs)
+        decode = per_block if self.decode_ns is None else \
+            np.minimum(per_block, self.decode_ns * qb)
+        reps = p.passes
+        self.cpu_fixed = np.tile(total - decode, reps).tolist()  # all but the decoding
+        self.cpu_var = np.tile(decode, reps).tolist()            # decoding: the tier's part
+        self.q_blocks = np.tile(qb, reps).tolist()
+        self.costs = costs
+
+        self.acct = [Counters() for _ in range(p.passes)]
+        self.shards = [Shard(self.env, self, c) for c in range(p.cores)]
+        self.elapsed_ns = None
+
+    def run(self) -> "Simulation":
+        env = self.env
+        worker = {actors.BASE_PREFETCH: actors.base_prefetch_worker,
+                  actors.HYBRID: actors.copy_worker,
+                  actors.HYBRID_PREFETCH: actors.prefetch_worker}.get(self.cfg)
+        for sh in self.shards:
+            env.process(actors.query_thread(env, self, sh))
+            if worker is not None:
+                env.process(worker(env, self, sh))
+        env.run()
+        self.elapsed_ns = env.now
+        for sh in self.shards:
+            if sh.q_done != self.trace.queries:
+                raise TierlabError(f"model: core {sh.core} finished {sh.q_done} of "
+                                   f"{self.trace.queries} queries (a deadlock in the model)")
+        return self
+
+    # --- results --------------------------------------------------------------------
+
+    def last_pass(self) -> slice:
+        n = self.nq_pass
+        return slice((self.params.passes - 1) * n, self.params.passes * n)
+
+    def metrics(self) -> dict:
+        """The measured columns of cache_run (model names = runtime names)."""
+        p = self.params
+        sl = self.last_pass()
+        starts = np.concatenate([sh.rec_start[sl] for sh in self.shards])
+        ends = np.concatenate([sh.rec_start[sl] + sh.rec_latency[sl] for sh in self.shards])
+        lat = np.concatenate([sh.rec_latency[sl] for sh in self.shards]).astype(np.float64)
+        wall = int(ends.max() - starts.min()) if len(lat) else 0
+        c = self.acct[-1]
+        pages = c.page_hits + c.page_misses
+        terms = c.seg_hits + c.seg_misses
+        la = self.params.lookahead_value()
+        look = np.concatenate([sh.rec_lookahead[sl] for sh in self.shards])
+        seg_peak = sum(sh.cache.stats["peak_used"] for sh in self.shards) * p.segment_bytes \
+            if p.hybrid else 0
+        dram = self.pc.peak_bytes
+        if self.tier is not None and self.tier.name == "ddr4-2666":
+            dram += seg_peak
+        q = len(lat)
+        out = {
+            "queries": q,
+            "wall_ns": wall,
+            "qps": q / (wall / 1e9) if wall else math.nan,
+            "latency_mean_ns": float(lat.mean()) if q else math.nan,
+            "latency_p50_ns": float(np.percentile(lat, 50)) if q else math.nan,
+            "latency_p99_ns": float(np.percentile(lat, 99)) if q else math.nan,
+            "latency_p999_ns": float(np.percentile(lat, 99.9)) if q else math.nan,
+            "page_cache_hits": c.page_hits,
+            "page_cache_misses": c.page_misses,
+            "page_cache_miss_rate": c.page_misses / pages if pages else math.nan,
+            "segment_cache_hits": c.seg_hits,
+            "segment_cache_misses": c.seg_misses,
+            "segment_cache_miss_rate": c.seg_misses / terms if p.hybrid and terms else math.nan,
+            "storage_reads": c.reads,
+            "storage_bytes_read": c.bytes_read,
+            "worker_stall_ns": c.worker_stall_ns,
+            "query_wait_ns": c.query_wait_ns,
+            "lookahead_mean": float(look.mean()) if la != "none" and q else math.nan,
+            "peak_dram_bytes": int(dram),
+            "peak_slow_tier_bytes": int(seg_peak),
+            "device_utilisation": c.busy_ns / (self.device.slots.capacity * wall) if wall else 0.0,
+        }
+        return out
+
+    def extra(self) -> dict:
+        """Counters outside the schema's columns (go to params JSON)."""
+        c = self.acct[-1]
+        return {"evicted_before_use": c.evicted_before_use, "bypassed": c.bypassed,
+                "page_requests_all_passes": sum(a.page_requests for a in self.acct),
+                "block_requests_all_passes": sum(a.block_requests for a in self.acct),
+                "simulated_ns": int(self.elapsed_ns or 0),
+                "term_occurrences": self.trace.occurrences,
+                "device_reads_all_passes": self.device.reads,
+                "page_cache_keys": self.pagemap.nkeys}
+
+    def query_rows(self) -> dict:
+        """cache_query columns (without run_id/source) of the reported pass."""
+        sl = self.last_pass()
+        n = self.nq_pass
+        cols = {k: [] for k in ("core", "query_id", "start_ns", "latency_ns", "wait_ns", "terms",
+                                "segment_cache_misses", "page_cache_misses")}
+        for sh in self.shards:
+            cols["core"].append(np.full(n, sh.core, np.int64))
+            cols["query_id"].append(np.arange(n, dtype=np.int64))
+            cols["start_ns"].append(sh.rec_start[sl])
+            cols["latency_ns"].append(sh.rec_latency[sl])
+            cols["wait_ns"].append(sh.rec_wait[sl])
+            cols["terms"].append(sh.rec_terms[sl])
+            cols["segment_cache_misses"].append(sh.rec_seg_miss[sl])
+            cols["page_cache_misses"].append(sh.rec_page_miss[sl])
+        return {k: np.concatenate(v) for k, v in cols.items()}
+
+    def timeline_rows(self) -> dict:
+        names = ("core", "t_ns", "queries_done", "lookahead_queries", "rolling_sum_segments",
+                 "cache_used_bytes", "storage_bytes_read")
+        rows = [s for sh in self.shards for s in sh.samples]
+        return {k: np.asarray([r[i] for r in rows], np.int64) for i, k in enumerate(names)}

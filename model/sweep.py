@@ -1,0 +1,231 @@
+"""Sweeps: a grid of run configurations (`tierlab model sweep GRID.yaml`).
+
+A grid file is a run configuration (model/README.md) in which any key may
+hold a list, and so may the keys of a generated `workload` mapping; the
+cells are the cartesian product of the lists, in file order. Two keys are
+the sweep's own: `out` (the folder, default `model-sweep`) and `workers`
+(processes, default 2).
+
+Cells run in a process pool. Each finished cell writes its three tables to
+OUT/cells/<cell id>/ (atomically) and appends its row to OUT/cache_run.csv,
+so an interrupted sweep loses nothing but the cells in flight; a rerun
+skips the cells whose folder holds a cache_run.parquet. When the sweep ends
+(or is interrupted), OUT/cache_run.parquet and OUT/cache_run.csv are
+rebuilt from all finished cells. A cell id is a digest of the cell's
+configuration (without `out`), so the same cell always has the same id.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import itertools
+import json
+import os
+import sys
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+import yaml
+
+from tierlab.errors import TierlabError
+
+from . import config as cfgmod
+
+SWEEP_KEYS = ("workers",)
+
+
+def expand(doc: dict, where: str = "grid") -> list[dict]:
+    """The cells of a grid document (each a run configuration mapping)."""
+    if not isinstance(doc, dict):
+        raise TierlabError(f"{where}: a grid is a YAML mapping of keys to values or lists")
+    unknown = [k for k in doc if k not in cfgmod.DEFAULTS and k not in SWEEP_KEYS]
+    if unknown:
+        raise TierlabError(f"{where}: unknown key '{unknown[0]}'; known: "
+                           f"{', '.join(cfgmod.KEYS + SWEEP_KEYS)}")
+    axes: list[tuple] = []  # (path, values)
+    for k, v in doc.items():
+        if k in SWEEP_KEYS or k == "out":
+            continue
+        if isinstance(v, list):
+            if not v:
+                raise TierlabError(f"{where}: key '{k}' has an empty list")
+            axes.append(((k,), v))
+        elif k == "workload" and isinstance(v, dict):
+            for wk, wv in v.items():
+                if isinstance(wv, list):
+                    if not wv:
+                        raise TierlabError(f"{where}: key 'workload.{wk}' has an empty list")
+                    axes.append((("workload", wk), wv))
+    cells = []
+    for combo in itertools.product(*[vals for _, vals in axes]):
+        cell = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()
+                if k not in SWEEP_KEYS and k != "out"}
+        for (path, _), val in zip(axes, combo):
+            if len(path) == 1:
+                cell[path[0]] = val
+            else:
+                cell[path[0]][path[1]] = val
+        cells.append(cell)
+    return cells
+
+
+def cell_id(cell: dict) -> str:
+    text = json.dumps({k: v for k, v in cell.items() if k != "out"}, sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def load(path: str | os.PathLike) -> tuple[list, Path, int]:
+    """(validated cells as (id, RunConfig), out folder, workers) of a grid file."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise TierlabError(f"{path}: cannot read ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise TierlabError(f"{path}: not valid YAML ({e})") from None
+    return prepare(doc or {}, str(path))
+
+
+def prepare(doc: dict, where: str = "grid", out=None, workers=None):
+    cells = expand(doc, where)
+    checked = []
+    for i, cell in enumerate(cells):
+        try:
+            checked.append((cell_id(cell), cfgmod.validate(cell, where)))
+        except TierlabError as e:
+            raise TierlabError(f"{where}: cell {i + 1} of {len(cells)}: {e}") from None
+    out = Path(out if out is not None else doc.get("out", "model-sweep"))
+    workers = workers if workers is not None else doc.get("workers", 2)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise TierlabError(f"{where}: workers: a whole number >= 1, got {workers!r}")
+    return checked, out, workers
+
+
+# --- running ------------------------------------------------------------------------------
+
+def _run_cell(cid: str, values: dict, out: str, costs) -> dict:
+    """In a worker process: run one cell and write its folder."""
+    res = cfgmod.run(cfgmod.RunConfig(values), costs=costs)
+    row = dict(res.run)
+    row["params"] = json.dumps({**json.loads(row["params"]), "cell_id": cid}, sort_keys=True)
+    res.run = row
+    final = Path(out) / "cells" / cid
+    tmp = Path(out) / "cells" / f".{cid}.tmp-{os.getpid()}"
+    cfgmod.write(res, tmp)
+    if final.exists():  # a concurrent rerun finished it too
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, final)
+    return row
+
+
+def done_ids(out: Path) -> set:
+    d = out / "cells"
+    if not d.is_dir():
+        return set()
+    return {p.name for p in d.iterdir() if (p / "cache_run.parquet").exists()}
+
+
+def collect(out: Path):
+    """All finished cells' cache_run rows as one DataFrame (cells in id order)."""
+    import pandas as pd
+
+    from tierlab.traces.schema import read_table
+
+    frames = []
+    for cid in sorted(done_ids(out)):
+        _, df = read_table(out / "cells" / cid / "cache_run.parquet")
+        frames.append(df)
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_merged(out: Path):
+    """OUT/cache_run.parquet and .csv from the finished cells; the DataFrame."""
+    from tierlab.traces.schema import write_table
+
+    df = collect(out)
+    if df is None:
+        return None
+    write_table("cache_run", df, out / "cache_run.parquet")
+    tmp = out / f".cache_run.csv.tmp-{os.getpid()}"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, out / "cache_run.csv")
+    return df
+
+
+def _append_csv(out: Path, row: dict) -> None:
+    path = out / "cache_run.csv"
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def mp_fork() -> bool:
+    import multiprocessing as mp
+
+    return mp.get_start_method(allow_none=False) == "fork"
+
+
+def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=None):
+    """Run the cells not yet finished in `out`; returns the merged DataFrame.
+    costs: a cost object for every cell (else each cell's `costs` key; a
+    `default` table is measured once here, before the pool starts)."""
+    from tqdm import tqdm
+
+    out = Path(out)
+    try:
+        (out / "cells").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TierlabError(f"out: cannot create {out} ({e.strerror})") from None
+    finished = done_ids(out)
+    todo = [(cid, c) for cid, c in cells if cid not in finished]
+    resolved = {}
+    for _, c in todo:  # measure/load each cost table once, in this process
+        key = json.dumps(c["costs"], sort_keys=True, default=str)
+        if key not in resolved:
+            resolved[key] = costs if costs is not None else cfgmod.load_costs(c["costs"])
+    # cells sharing an index next to each other; each index is built here
+    # once, before the pool forks, so the workers inherit it
+    todo.sort(key=lambda x: json.dumps(x[1]["index"], sort_keys=True, default=str))
+    if workers > 1 and len(todo) > 1 and mp_fork():
+        for _, c in todo:
+            cfgmod.build_index(c["index"], c["workload"], c["seed"])
+    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), unit="cell", desc="sweep",
+               disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    try:
+        if workers == 1 or len(todo) <= 1:
+            for cid, c in todo:
+                key = json.dumps(c["costs"], sort_keys=True, default=str)
+                _append_csv(out, _run_cell(cid, c.values, str(out), resolved[key]))
+                bar.update()
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                pending = set()
+                it = iter(todo)
+                try:
+                    for cid, c in itertools.islice(it, 2 * workers):
+                        key = json.dumps(c["costs"], sort_keys=True, default=str)
+                        pending.add(pool.submit(_run_cell, cid, c.values, str(out), resolved[key]))
+                    while pending:
+                        fin, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in fin:
+                            _append_csv(out, f.result())
+                            bar.update()
+                        for cid, c in itertools.islice(it, len(fin)):
+                            key = json.dumps(c["costs"], sort_keys=True, default=str)
+                            pending.add(pool.submit(_run_cell, cid, c.values, str(out),
+                                                    resolved[key]))
+                except BaseException:
+                    for f in pending:
+                        f.cancel()
+                    raise
+    finally:
+        bar.close()
+        df = write_merged(out)
+    return df
