@@ -109,15 +109,48 @@ def _same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
         for (da, sa), (db, sb) in zip(a, b))
 
 
+def make_inputs(work: Path, *, size_bytes: int, seed: int, queries: dict, rp: float,
+                check_queries: int, bar=None) -> tuple[Path, dict, list[dict]]:
+    """Generate the corpus (work/corpus.txt, seeded) and one workload per
+    (type, class), SINGLE/AND x H/M/L (seed + its position), as every index
+    benchmark does. Returns (corpus path, corpus manifest, workloads: dicts of
+    type, class, queries, path and check, the first check_queries queries).
+    `bar` (a tqdm bar or None) advances by one per file written."""
+    from .. import corpus as corpus_mod
+    from .. import workload as workload_mod
+
+    def step(label):
+        if bar is not None:
+            bar.set_postfix_str(label)
+
+    def done():
+        if bar is not None:
+            bar.update()
+
+    step("generate corpus")
+    cpath = work / "corpus.txt"
+    cman = corpus_mod.generate(cpath, corpus_mod.GenerateParams(seed=seed, size_bytes=size_bytes),
+                               progress=False)
+    done()
+    workloads = []
+    for i, (qtype, cls) in enumerate((t, c) for t in TYPES for c in CLASSES):
+        step(f"workload {qtype} {cls}")
+        wpath = work / f"{qtype}-{cls}.queries"
+        workload_mod.generate(wpath, corpus=cpath, cls=cls, qtype=qtype, queries=queries[cls],
+                              rp=rp, seed=seed + i)
+        workloads.append({"type": qtype, "class": cls, "queries": queries[cls], "path": wpath,
+                          "check": workload_mod.read_queries(wpath)[:check_queries]})
+        done()
+    return cpath, cman, workloads
+
+
 def run(cfg: Config, out: Path) -> dict:
     """Run the benchmark; returns the JSON document. Scratch files live in a
     fresh folder under cfg.work (default: out's folder), removed unless keep."""
     from tqdm import tqdm
 
-    from .. import corpus as corpus_mod
     from .. import index as index_mod
     from .. import query as query_mod
-    from .. import workload as workload_mod
 
     validate(cfg)
     codecs = [c.name for c in native.codecs()]
@@ -136,22 +169,9 @@ def run(cfg: Config, out: Path) -> dict:
     errors: list[dict] = []
     records: list[dict] = []
     try:
-        bar.set_postfix_str("generate corpus")
-        cpath = work / "corpus.txt"
-        cman = corpus_mod.generate(
-            cpath, corpus_mod.GenerateParams(seed=cfg.seed, size_bytes=cfg.size_bytes),
-            progress=False)
-        bar.update()
-        workloads = []
-        for i, (qtype, cls) in enumerate(combos):
-            bar.set_postfix_str(f"workload {qtype} {cls}")
-            wpath = work / f"{qtype}-{cls}.queries"
-            workload_mod.generate(wpath, corpus=cpath, cls=cls, qtype=qtype,
-                                  queries=cfg.queries[cls], rp=cfg.rp, seed=cfg.seed + i)
-            workloads.append({"type": qtype, "class": cls, "queries": cfg.queries[cls],
-                              "path": wpath,
-                              "check": workload_mod.read_queries(wpath)[:cfg.check_queries]})
-            bar.update()
+        cpath, cman, workloads = make_inputs(work, size_bytes=cfg.size_bytes, seed=cfg.seed,
+                                             queries=cfg.queries, rp=cfg.rp,
+                                             check_queries=cfg.check_queries, bar=bar)
 
         reference: dict | None = None  # (type, class) -> top-k lists of the first codec
         ref_codec = None

@@ -95,6 +95,73 @@ def register(sub) -> None:
     ix.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     ix.set_defaults(func=run_index)
 
+    register_pisa(bsub)
+    register_model(bsub)
+    register_cache(bsub)
+
+
+_PISA_HELP = """\
+tierlab's query speed against PISA's on the identical index, in one run.
+Generates one corpus (--size, seeded) and one workload per SINGLE/AND x H/M/L,
+builds the tierlab index (--codec), exports it as CIFF and loads that into
+PISA (the compiled PISA of the pyterrier-pisa wheel; no Java), compressed
+with each --pisa-encoding, BM25 k1=1.2 b=0 on both sides. Checks the top-10
+of the first --check-queries queries of every workload (each engine against
+BM25 recomputed from the postings; overlap of the two engines' DIDs), then
+times both engines on the same queries for every --k: batch calls (no
+per-query Python on tierlab's side; PISA's wrapper parses one Python tuple
+per query), one warm pass discarded, --reps interleaved repetitions, median
+ms/query and the tierlab/PISA ratio; SINGLE uses PISA's --single-algorithm,
+AND its --and-algorithm. Also times a `base` index (unless --no-split) to
+show how much of tierlab's time is decoding. Scratch files go next to --out (or in
+--work), removed unless --keep. Takes about four minutes at 200MB.
+"""
+
+
+def register_pisa(bsub) -> None:
+    from ..bench import pisa_engine  # light: no numpy until it runs
+    from .args import positive_int, size
+
+    p = bsub.add_parser("pisa", help="query speed vs PISA (pyterrier-pisa) on the same index",
+                        description=_PISA_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
+                   help="where to write the JSON results (written atomically; folders are created)")
+    p.add_argument("--size", type=size, default="200MB", metavar="SIZE",
+                   help="corpus size to generate, e.g. 1GB (default: 200MB)")
+    p.add_argument("--codec", default="pfor-delta256", metavar="CODEC",
+                   help="tierlab codec of the index (default: %(default)s)")
+    p.add_argument("--pisa-encoding", action="append", choices=pisa_engine.ENCODINGS,
+                   metavar="ENC", help="PISA index encoding; repeat for several, the first is "
+                   "the reference of the ratios (default: block_simdbp and block_optpfor)")
+    p.add_argument("--single-algorithm", default="ranked_or", choices=pisa_engine.ALGORITHMS,
+                   metavar="ALG", help="PISA algorithm for SINGLE queries (default: %(default)s)")
+    p.add_argument("--and-algorithm", default="ranked_and", choices=pisa_engine.ALGORITHMS,
+                   metavar="ALG", help="PISA algorithm for AND queries (default: %(default)s)")
+    p.add_argument("--k", type=positive_int, action="append", metavar="K",
+                   help="top-k to time; repeat for several (default: 1024 and 10)")
+    p.add_argument("--reps", type=positive_int, default=9, metavar="R",
+                   help="timed repetitions after the warm pass (default: %(default)s)")
+    p.add_argument("--queries-h", type=positive_int, default=1000,
+                   metavar="N", help="queries per H workload (default: %(default)s)")
+    p.add_argument("--queries-m", type=positive_int, default=5000,
+                   metavar="N", help="queries per M workload (default: %(default)s)")
+    p.add_argument("--queries-l", type=positive_int, default=20000,
+                   metavar="N", help="queries per L workload (default: %(default)s)")
+    p.add_argument("--check-queries", type=int, default=20, metavar="N",
+                   help="queries per workload whose top-10 is checked (default: %(default)s)")
+    p.add_argument("--no-split", action="store_true",
+                   help="do not build and time the `base` index (the decode-share split)")
+    p.add_argument("--rp", type=float, default=0.25, metavar="P",
+                   help="repeat probability of the workloads (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the corpus and workloads (default: %(default)s)")
+    p.add_argument("--work", type=Path, metavar="DIR",
+                   help="make the scratch folder in DIR (default: the folder of --out)")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run_pisa)
+
 
 def run_codecs(args) -> int:
     from ..bench import codecs, data
@@ -158,3 +225,148 @@ def run_index(args) -> int:
     print(bench_index.format_table(doc))
     print(f"\nwrote {args.out}" + (f" and {args.plot}" if args.plot else ""))
     return 0 if doc["results_identical"] and not doc["errors"] else 1
+
+
+def run_pisa(args) -> int:
+    from ..bench import pisa as bench_pisa
+    from ..bench.codecs import check_writable, write_json
+
+    cfg = bench_pisa.Config(
+        size_bytes=args.size,
+        queries={"H": args.queries_h, "M": args.queries_m, "L": args.queries_l},
+        rp=args.rp, seed=args.seed, codec=args.codec,
+        ks=tuple(dict.fromkeys(args.k)) if args.k else bench_pisa.Config.ks,
+        reps=args.reps,
+        encodings=(tuple(dict.fromkeys(args.pisa_encoding)) if args.pisa_encoding
+                   else bench_pisa.Config.encodings),
+        single_algorithm=args.single_algorithm, and_algorithm=args.and_algorithm,
+        split=not args.no_split, check_queries=args.check_queries,
+        work=args.work, keep=args.keep,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    bench_pisa.validate(cfg)
+    check_writable(args.out)
+    doc = bench_pisa.run(cfg, args.out)
+    write_json(doc, args.out)
+    print(bench_pisa.format_table(doc))
+    print(f"\nwrote {args.out}")
+    return 0 if not doc["errors"] else 1
+
+
+_CACHE_HELP = """\
+Simulated requests per second of the C cache policies (kernels/src/cache/,
+driven through model/cache.py's access_many) on Zipf traces (--requests
+over --keys, one trace per --alpha, unit sizes) with cache sizes of --fraction
+of the footprint, and, in the same run on the same trace, libCacheSim's LRU,
+FIFO and S3FIFO (the libcachesim package; its process_trace over the trace
+exported as oracleGeneral). Runs are interleaved rep by rep and the median
+of --reps is reported, with the speed ratio and both miss ratios: LRU and
+FIFO must agree exactly (exit status 1 otherwise). Target: >= 5 million
+requests/s for tierlab's LRU. The oracleGeneral files (240 MB at 10M
+requests) go to a scratch folder next to --out (or in --work), removed at
+the end. Takes about 5 minutes at the defaults on 2 cores.
+"""
+
+
+def register_cache(bsub) -> None:
+    from ..bench import cache as bench_cache
+    from .args import positive_int
+
+    p = bsub.add_parser("cache", help="cache policy simulation speed vs libCacheSim",
+                        description=_CACHE_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
+                   help="where to write the JSON results (written atomically; folders are created)")
+    p.add_argument("--requests", type=positive_int, default=10_000_000, metavar="N",
+                   help="requests per trace (default: %(default)s)")
+    p.add_argument("--keys", type=positive_int, default=1_000_000, metavar="N",
+                   help="distinct keys the traces draw from (default: %(default)s)")
+    p.add_argument("--alpha", type=float, action="append", metavar="A",
+                   help="Zipf exponent; repeat for several (default: "
+                        + " and ".join(map(str, bench_cache.DEFAULT_ALPHAS)) + ")")
+    p.add_argument("--fraction", type=float, action="append", metavar="F",
+                   help="cache size as a share of the footprint; repeat for several (default: "
+                        + " and ".join(map(str, bench_cache.DEFAULT_FRACTIONS)) + ")")
+    p.add_argument("--policy", action="append", metavar="POLICY",
+                   help="time only this policy; repeat for several (default: all)")
+    p.add_argument("--reps", type=positive_int, default=3, metavar="R",
+                   help="timed runs per contestant; the median is reported (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the traces (default: %(default)s)")
+    p.add_argument("--no-peers", action="store_true", help="skip libCacheSim")
+    p.add_argument("--work", type=Path, metavar="DIR",
+                   help="make the scratch folder in DIR (default: the folder of --out)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run_cache)
+
+
+def run_cache(args) -> int:
+    from ..bench import cache as bench_cache
+    from ..bench.codecs import check_writable, write_json
+
+    cfg = bench_cache.Config(
+        requests=args.requests, keys=args.keys,
+        alphas=tuple(dict.fromkeys(args.alpha)) if args.alpha else bench_cache.DEFAULT_ALPHAS,
+        fractions=(tuple(dict.fromkeys(args.fraction)) if args.fraction
+                   else bench_cache.DEFAULT_FRACTIONS),
+        policies=tuple(dict.fromkeys(args.policy)) if args.policy else (),
+        reps=args.reps, seed=args.seed, peers=not args.no_peers, work=args.work,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    bench_cache.validate(cfg)
+    check_writable(args.out)
+    doc = bench_cache.run(cfg, args.out)
+    write_json(doc, args.out)
+    print(bench_cache.format_table(doc))
+    print(f"\nwrote {args.out}")
+    return 0 if not doc["errors"] and doc["agreement"] is not False else 1
+
+
+_MODEL_HELP = """\
+How fast the SimPy model of APCache is (tierlab.bench.model). Runs a share
+(--fraction, default 1/8: a seeded random sample of cells) of the grid of
+`tierlab model reference` (4 configurations x 8 cache sizes x 3 RP x HDD and
+NVMe x SINGLE and AND, 1,000 H queries and 2 passes each, at the reference
+scale: 384 runs) in --workers processes and extrapolates the wall time to the
+whole grid (--full runs all of it, about 10 minutes). Reports simulated block
+and page requests per second, and the LRU bookkeeping rate of the model's C
+cache side by side with libCacheSim's LRU on the same page-request trace.
+Targets: the grid in <= 10 minutes, >= 5 M requests/s of LRU bookkeeping.
+"""
+
+
+def register_model(bsub) -> None:
+    from .args import positive_int
+
+    p = bsub.add_parser("model", help="speed of the SimPy model: reference grid, requests/s",
+                        description=_MODEL_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
+                   help="where to write the JSON results (written atomically; folders are created)")
+    p.add_argument("--fraction", type=float, default=0.125, metavar="F",
+                   help="share of the grid's cells to run (default: %(default)s)")
+    p.add_argument("--full", action="store_true", help="run the whole grid (384 runs)")
+    p.add_argument("--workers", type=positive_int, default=2, metavar="N",
+                   help="processes (default: %(default)s)")
+    p.add_argument("--costs", default="default", metavar="FILE|default",
+                   help="cost table (default: this machine's)")
+    p.add_argument("--work", type=Path, metavar="DIR",
+                   help="scratch folder's parent (default: the system's temp folder)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run_model)
+
+
+def run_model(args) -> int:
+    from ..bench import model as bench_model
+    from ..bench.codecs import check_writable, write_json
+
+    cfg = bench_model.Config(fraction=args.fraction, full=args.full, workers=args.workers,
+                             costs=args.costs, work=args.work,
+                             progress=not args.no_progress and sys.stderr.isatty())
+    bench_model.validate(cfg)
+    check_writable(args.out)
+    doc = bench_model.run(cfg)
+    write_json(doc, args.out)
+    print(bench_model.format_table(doc))
+    print(f"\nwrote {args.out}")
+    return 0
