@@ -25,8 +25,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-import yaml
-
+from tierlab import values
 from tierlab.errors import TierlabError
 
 from . import config as cfgmod
@@ -76,14 +75,7 @@ def cell_id(cell: dict) -> str:
 
 def load(path: str | os.PathLike) -> tuple[list, Path, int]:
     """(validated cells as (id, RunConfig), out folder, workers) of a grid file."""
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise TierlabError(f"{path}: cannot read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise TierlabError(f"{path}: not valid YAML ({e})") from None
-    return prepare(doc or {}, str(path))
+    return prepare(values.read_yaml(path) or {}, str(path))
 
 
 def prepare(doc: dict, where: str = "grid", out=None, workers=None):

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from .errors import TierlabError
+from .values import read_yaml
 
 KINDS = ("storage", "memory")
 # Keys every spec of a kind must have after `extends` is resolved, and the
@@ -83,12 +82,7 @@ def _resolve(name_or_path: str) -> Path:
 
 
 def _raw(path: Path) -> dict:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise TierlabError(f"{path}: cannot read: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise TierlabError(f"{path}: not valid YAML: {e}") from None
+    doc = read_yaml(path)
     if not isinstance(doc, dict):
         raise TierlabError(f"{path}: a spec is a YAML mapping of keys to {{value, source}}")
     return doc
