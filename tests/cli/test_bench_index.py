@@ -12,12 +12,10 @@ COMBOS = [(t, c) for t in ("single", "and") for c in ("H", "M", "L")]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bench-index")
-    out, png = d / "sub" / "index.json", d / "index.png"
-    rc = main(["bench", "index", "--out", str(out), "--plot", str(png), "--size", "2MB",
-               "--queries-h", "10", "--queries-m", "20", "--queries-l", "20", "--no-progress"])
-    return rc, json.loads(out.read_text()), out, png
+def run(run_bench, tmp_path_factory):
+    png = tmp_path_factory.mktemp("plot") / "index.png"
+    return (*run_bench("index", "--plot", str(png), "--size", "2MB", "--queries-h", "10",
+                       "--queries-m", "20", "--queries-l", "20"), png)
 
 
 def test_json_covers_every_codec(run):
@@ -76,12 +74,8 @@ def test_table_flags_a_mismatch(run):
 
 
 @pytest.mark.parametrize("size", ["0", "0MB", "-5MB", "lots"])
-def test_bad_size_exits_2(tmp_path, capsys, size):
-    with pytest.raises(SystemExit) as e:
-        main(["bench", "index", "--out", str(tmp_path / "x.json"), "--size", size])
-    assert e.value.code == 2
-    assert "--size" in capsys.readouterr().err
-    assert not (tmp_path / "x.json").exists()
+def test_bad_size_exits_2(bench_fails, size):
+    assert "--size" in bench_fails("index", "--size", size)
 
 
 def test_unwritable_out_exits_2(tmp_path, capsys):

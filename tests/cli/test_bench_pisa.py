@@ -9,8 +9,8 @@ import pytest
 
 from tierlab.bench import pisa as bench
 from tierlab.bench import pisa_engine as pe
-from tierlab.ciff import _delimited, _field_bytes, _field_varint, _postings_bytes, _varint
-from tierlab.cli import main
+from tierlab.ciff import (_decode_canonical, _delimited, _field_bytes, _field_varint,
+                          _postings_bytes, _varint)
 from tierlab.errors import TierlabError
 
 PISA_OK, PISA_WHY = pe.available()
@@ -19,15 +19,11 @@ COMBOS = [(t, c) for t in ("single", "and") for c in ("H", "M", "L")]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(run_bench):
     if not PISA_OK:
         pytest.skip(f"PISA not usable: {PISA_WHY}")
-    d = tmp_path_factory.mktemp("bench-pisa")
-    out = d / "sub" / "pisa.json"
-    rc = main(["bench", "pisa", "--out", str(out), "--size", "2MB", "--queries-h", "20",
-               "--queries-m", "30", "--queries-l", "30", "--reps", "2", "--check-queries", "10",
-               "--no-progress"])
-    return rc, json.loads(out.read_text()), out
+    return run_bench("pisa", "--size", "2MB", "--queries-h", "20", "--queries-m", "30",
+                     "--queries-l", "30", "--reps", "2", "--check-queries", "10")
 
 
 def test_json_shape(run):
@@ -146,7 +142,7 @@ def test_fast_decoder_matches_the_postings():
         n = len(_postings_bytes(np.array(d), np.array(f)))
         spans.append((pos, pos + n, len(d)))
         pos += n
-    got = pe._fast_postings(np.frombuffer(buf, dtype=np.uint8), spans)
+    got = _decode_canonical(np.frombuffer(buf, dtype=np.uint8), spans)
     assert got is not None
     dids, freqs = got
     assert dids.tolist() == [x for _, d, _ in lists for x in d]
@@ -158,7 +154,7 @@ def test_fast_decoder_matches_the_postings():
         n = len(_odd_postings(d, f))
         spans.append((pos, pos + n, len(d)))
         pos += n
-    assert pe._fast_postings(np.frombuffer(odd, dtype=np.uint8), spans) is None
+    assert _decode_canonical(np.frombuffer(odd, dtype=np.uint8), spans) is None
 
 
 @needs_pisa
@@ -196,14 +192,11 @@ def test_converter_refuses_unsorted_terms(tmp_path):
 
 # ---- bad input ----
 
-def test_missing_pisa_is_a_clear_error(tmp_path, capsys, monkeypatch):
+def test_missing_pisa_is_a_clear_error(tmp_path, bench_fails, monkeypatch):
     monkeypatch.setattr(pe, "_native", None)
     monkeypatch.setattr(pe, "find", lambda: (None, "pyterrier-pisa is not installed (test)"))
-    rc = main(["bench", "pisa", "--out", str(tmp_path / "x.json"), "--size", "1MB",
-               "--no-progress"])
-    assert rc == 2
-    assert "pyterrier-pisa is not installed" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    assert "pyterrier-pisa is not installed" in bench_fails("pisa", "--size", "1MB")
+    assert list(tmp_path.iterdir()) == []  # no scratch folder either
 
 
 @pytest.mark.parametrize("args, words", [
@@ -213,14 +206,8 @@ def test_missing_pisa_is_a_clear_error(tmp_path, capsys, monkeypatch):
     (["--and-algorithm", "magic"], "--and-algorithm"),
     (["--size", "lots"], "--size"),
 ])
-def test_bad_options_exit_2(tmp_path, capsys, args, words):
-    try:
-        rc = main(["bench", "pisa", "--out", str(tmp_path / "x.json"), "--no-progress", *args])
-    except SystemExit as e:
-        rc = e.code
-    assert rc == 2
-    assert words in capsys.readouterr().err
-    assert not (tmp_path / "x.json").exists()
+def test_bad_options_exit_2(bench_fails, args, words):
+    assert words in bench_fails("pisa", *args)
 
 
 def test_unknown_names_never_reach_pisa():

@@ -1,5 +1,6 @@
 """`tierlab list` end to end, as a user runs it (a subprocess of the installed
-command), against the codec registry of the built library."""
+command), against the registries of the built library and the specs of
+sim-configs/."""
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ def _tierlab(*args: str) -> subprocess.CompletedProcess:
     script = REPO / ".venv" / "bin" / "tierlab"
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tierlab"]
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ))
+                          env=dict(os.environ), cwd=REPO)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +42,42 @@ def test_list_codecs_prints_every_registry_codec_with_its_impl(registry):
     for c in registry:
         assert rows[c.name][1:] == ["yes" if c.delta else "no", c.impl], rows[c.name]
     assert "cpu simd features:" in r.stdout
+
+
+@pytest.mark.parametrize("what, header, registry", [
+    ("policies", "policy", "policies"),
+    ("configs", "config", "configs"),
+])
+def test_list_prints_the_c_registry_in_order(what, header, registry):
+    from tierlab import apcache
+
+    try:
+        names = getattr(apcache, registry)()
+    except TierlabError as e:
+        pytest.skip(f"`tierlab list {what}` needs the C kernels: {e}")
+    r = _tierlab("list", what)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [header, *names]
+
+
+@pytest.mark.parametrize("what, kind", [("tiers", "memory"), ("devices", "storage")])
+def test_list_specs_of_one_kind_with_numbers_and_file(what, kind):
+    from tierlab import specs
+
+    want = [s for s in (specs.load(n) for n in specs.names()) if s.kind == kind]
+    assert want, f"sim-configs/ has no {kind} spec"
+    r = _tierlab("list", what)
+    assert r.returncode == 0, r.stderr
+    head, *rows = [line.split() for line in r.stdout.splitlines()]
+    assert head[-1] == "file"
+    name_col = 1 if what == "tiers" else 0
+    assert [row[name_col] for row in rows] == [s.name for s in want]
+    for row, s in zip(rows, want):
+        assert (REPO / row[-1]).resolve() == s.path  # the test runs from the repo root
+        if what == "tiers":
+            assert row[0] == s.tier and float(row[2]) == s["read_latency_seq_ns"]
+        else:
+            assert float(row[1].replace(",", "")) == s["read_latency_ns"]
 
 
 @pytest.mark.parametrize("args", [["list", "nonsense"], ["list"]])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -14,7 +15,7 @@ import reference as ref  # noqa: E402
 from index_helpers import random_corpus, write  # noqa: E402
 
 from tierlab import native  # noqa: E402
-from tierlab.ciff import export, import_, read_header  # noqa: E402
+from tierlab.ciff import CiffFile, export, import_, read_header  # noqa: E402
 from tierlab.cli import main  # noqa: E402
 from tierlab.errors import TierlabError  # noqa: E402
 from tierlab.index import Index, build  # noqa: E402
@@ -80,6 +81,38 @@ def test_hand_written_ciff(tmp_path):
     with Index(tmp_path / "idx") as ix:
         hits, _ = ix.query("b")
         assert [d for d, _ in hits] == [3, 1]  # tf 2 first
+
+
+def test_ciff_file_streams_lists_and_records(tmp_path):
+    c = write(tmp_path / "c.txt", random_corpus(seed=5, docs=400))
+    build(c, tmp_path / "src")
+    export(tmp_path / "src", tmp_path / "x.ciff")
+    want, _ = ref.read_index(tmp_path / "src", _decode)
+    with CiffFile(tmp_path / "x.ciff") as cf:
+        chunks = list(cf.postings(chunk_postings=500))
+        records = list(cf.doc_records())
+        n_docs = cf.documents
+    assert len(chunks) > 1 and not any(ch.parsed_slowly for ch in chunks)
+    got = {}
+    for ch in chunks:
+        for term, e, n in zip(ch.terms, np.cumsum(ch.dfs).tolist(), ch.dfs.tolist()):
+            got[term] = list(zip(ch.dids[e - n:e].tolist(), ch.freqs[e - n:e].tolist()))
+    assert got == want
+    lengths = [0] * n_docs
+    for postings in want.values():
+        for d, f in postings:
+            lengths[d] += f
+    assert records == [(d, str(d).encode(), lengths[d]) for d in range(n_docs)]
+
+
+def test_ciff_file_reads_any_field_order(tmp_path):
+    f = tmp_path / "odd.ciff"
+    odd_a = _delim(bytes.fromhex("2204 0802 1003 0a0161"))  # a: its Posting before the term, no df
+    f.write_bytes(HEADER + LIST_B + odd_a)
+    with CiffFile(f) as cf:
+        [ch] = list(cf.postings())
+    assert ch.terms == [b"b", b"a"] and ch.parsed_slowly == 2  # the chunk, list by list
+    assert (ch.dfs.tolist(), ch.dids.tolist(), ch.freqs.tolist()) == ([2, 1], [1, 3, 2], [1, 2, 3])
 
 
 @pytest.mark.parametrize("case, match", [

@@ -155,7 +155,7 @@ def _record(library, policy, params, alpha, fraction, capacity, n, seconds, miss
     med = float(np.median(seconds))
     return {"library": library, "policy": policy, "params": params, "alpha": alpha,
             "fraction": fraction, "capacity": capacity, "requests": n,
-            "seconds": [round(s, 6) for s in seconds], "seconds_median": med,
+            "seconds": [round(s, 9) for s in seconds], "seconds_median": med,
             "requests_per_s": n / med, "miss_ratio": miss_ratio}
 
 

@@ -55,20 +55,28 @@ QUERY_KEYS = ("qps", "latency_mean_ns", "latency_p50_ns", "latency_p99_ns")
 
 
 @dataclass(frozen=True)
-class Config:
+class Inputs:
+    """What every index benchmark (this one, bench/pisa.py) sets up the same
+    way: the corpus (size_bytes, seed), one workload per SINGLE/AND x H/M/L
+    (queries per class, rp; `make_inputs`), how many queries of each have
+    their top-check_k checked, and the scratch folder (`make_work`)."""
     size_bytes: int = DEFAULT_SIZE
     queries: dict = field(default_factory=lambda: dict(DEFAULT_QUERIES))
     rp: float = 0.25
     seed: int = 0
+    check_queries: int = 20
+    check_k: int = 10
+    work: Path | None = None  # parent of the scratch folder (default: the folder of out)
+    keep: bool = False
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Config(Inputs):
     block_size: int = BLOCK_SIZE
     passes: int = 2
     k: int = 1024
     drop: str = "fadvise"
-    check_queries: int = 20
-    check_k: int = 10
-    work: Path | None = None  # parent of the scratch folder
-    keep: bool = False
-    progress: bool = True
 
 
 def _machine() -> dict:
@@ -82,7 +90,7 @@ def _machine() -> dict:
     }
 
 
-def validate(cfg: Config) -> None:
+def validate_inputs(cfg: Inputs) -> None:
     if cfg.size_bytes <= 0:
         raise TierlabError(f"--size must be positive, got {cfg.size_bytes}")
     for cls in CLASSES:
@@ -91,12 +99,18 @@ def validate(cfg: Config) -> None:
             raise TierlabError(f"queries for class {cls} must be at least 1, got {n}")
     if not 0 <= cfg.rp <= 1:
         raise TierlabError(f"--rp must be in [0, 1], got {cfg.rp}")
+    if cfg.seed < 0:
+        raise TierlabError(f"--seed must be a non-negative integer, got {cfg.seed}")
+    if cfg.check_queries < 0:
+        raise TierlabError(f"--check-queries must be >= 0, got {cfg.check_queries}")
+
+
+def validate(cfg: Config) -> None:
+    validate_inputs(cfg)
     if cfg.passes < 1:
         raise TierlabError(f"--passes must be at least 1, got {cfg.passes}")
     if cfg.k < 1:
         raise TierlabError(f"--k must be at least 1, got {cfg.k}")
-    if cfg.seed < 0:
-        raise TierlabError(f"--seed must be a non-negative integer, got {cfg.seed}")
 
 
 def _top(ix, queries, k: int) -> list[list[tuple[int, float]]]:
@@ -109,12 +123,43 @@ def _same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
         for (da, sa), (db, sb) in zip(a, b))
 
 
-def make_inputs(work: Path, *, size_bytes: int, seed: int, queries: dict, rp: float,
-                check_queries: int, bar=None) -> tuple[Path, dict, list[dict]]:
+def make_work(cfg: Inputs, out: Path, name: str) -> Path:
+    """A fresh scratch folder `.bench-<name>-*` under cfg.work (default: the
+    folder of out)."""
+    parent = Path(cfg.work) if cfg.work is not None else Path(out).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=parent, prefix=f".bench-{name}-"))
+    except OSError as e:
+        raise TierlabError(f"cannot create a work folder in {parent}: {e.strerror or e}") from None
+
+
+def remove_work(cfg: Inputs, work: Path) -> None:
+    """Remove the scratch folder, or say where it is when cfg.keep."""
+    if cfg.keep:
+        print(f"kept the work folder {work}", file=sys.stderr)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def inputs_config(cfg: Inputs, work: Path) -> dict:
+    """The `config` keys of the JSON that Inputs sets (work: when kept)."""
+    return {"size_bytes": cfg.size_bytes, "seed": cfg.seed, "rp": cfg.rp,
+            "queries": dict(cfg.queries), "check_queries": cfg.check_queries,
+            "check_k": cfg.check_k, "work": str(work) if cfg.keep else None}
+
+
+def corpus_record(cman: dict, postings: int | None) -> dict:
+    """The `corpus` of the JSON: counts of the corpus manifest, the index's postings."""
+    return {"bytes": cman["bytes"], "documents": cman["documents"], "tokens": cman["tokens"],
+            "vocabulary_terms": cman.get("vocabulary_terms"), "postings": postings}
+
+
+def make_inputs(work: Path, cfg: Inputs, bar=None) -> tuple[Path, dict, list[dict]]:
     """Generate the corpus (work/corpus.txt, seeded) and one workload per
     (type, class), SINGLE/AND x H/M/L (seed + its position), as every index
     benchmark does. Returns (corpus path, corpus manifest, workloads: dicts of
-    type, class, queries, path and check, the first check_queries queries).
+    type, class, queries, path and check, the first cfg.check_queries queries).
     `bar` (a tqdm bar or None) advances by one per file written."""
     from .. import corpus as corpus_mod
     from .. import workload as workload_mod
@@ -129,17 +174,19 @@ def make_inputs(work: Path, *, size_bytes: int, seed: int, queries: dict, rp: fl
 
     step("generate corpus")
     cpath = work / "corpus.txt"
-    cman = corpus_mod.generate(cpath, corpus_mod.GenerateParams(seed=seed, size_bytes=size_bytes),
+    cman = corpus_mod.generate(cpath, corpus_mod.GenerateParams(seed=cfg.seed,
+                                                                size_bytes=cfg.size_bytes),
                                progress=False)
     done()
     workloads = []
     for i, (qtype, cls) in enumerate((t, c) for t in TYPES for c in CLASSES):
         step(f"workload {qtype} {cls}")
         wpath = work / f"{qtype}-{cls}.queries"
-        workload_mod.generate(wpath, corpus=cpath, cls=cls, qtype=qtype, queries=queries[cls],
-                              rp=rp, seed=seed + i)
-        workloads.append({"type": qtype, "class": cls, "queries": queries[cls], "path": wpath,
-                          "check": workload_mod.read_queries(wpath)[:check_queries]})
+        n = cfg.queries[cls]
+        workload_mod.generate(wpath, corpus=cpath, cls=cls, qtype=qtype, queries=n,
+                              rp=cfg.rp, seed=cfg.seed + i)
+        workloads.append({"type": qtype, "class": cls, "queries": n, "path": wpath,
+                          "check": workload_mod.read_queries(wpath)[:cfg.check_queries]})
         done()
     return cpath, cman, workloads
 
@@ -156,12 +203,7 @@ def run(cfg: Config, out: Path) -> dict:
     codecs = [c.name for c in native.codecs()]
     if not codecs:
         raise TierlabError("the codec registry is empty")
-    parent = Path(cfg.work) if cfg.work is not None else Path(out).parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=parent, prefix=".bench-index-"))
-    except OSError as e:
-        raise TierlabError(f"cannot create a work folder in {parent}: {e.strerror or e}") from None
+    work = make_work(cfg, out, "index")
 
     combos = [(t, c) for t in TYPES for c in CLASSES]
     bar = tqdm(total=1 + len(combos) + len(codecs) * (2 + len(combos)), desc="bench index",
@@ -169,9 +211,7 @@ def run(cfg: Config, out: Path) -> dict:
     errors: list[dict] = []
     records: list[dict] = []
     try:
-        cpath, cman, workloads = make_inputs(work, size_bytes=cfg.size_bytes, seed=cfg.seed,
-                                             queries=cfg.queries, rp=cfg.rp,
-                                             check_queries=cfg.check_queries, bar=bar)
+        cpath, cman, workloads = make_inputs(work, cfg, bar=bar)
 
         reference: dict | None = None  # (type, class) -> top-k lists of the first codec
         ref_codec = None
@@ -248,27 +288,18 @@ def run(cfg: Config, out: Path) -> dict:
                     shutil.rmtree(ixpath, ignore_errors=True)
     finally:
         bar.close()
-        if cfg.keep:
-            print(f"kept the work folder {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(cfg, work)
 
     identical = all(r["results_identical"] is True for r in records)
     return {
         "benchmark": "index",
         "machine": _machine(),
         "config": {
-            "size_bytes": cfg.size_bytes, "seed": cfg.seed, "rp": cfg.rp,
-            "queries": dict(cfg.queries), "block_size": cfg.block_size, "passes": cfg.passes,
+            **inputs_config(cfg, work), "block_size": cfg.block_size, "passes": cfg.passes,
             "reported_pass": "last (warm when passes >= 2)", "k": cfg.k, "drop": cfg.drop,
-            "check_queries": cfg.check_queries, "check_k": cfg.check_k,
             "types": list(TYPES), "classes": list(CLASSES),
-            "work": str(work) if cfg.keep else None,
         },
-        "corpus": {
-            "bytes": cman["bytes"], "documents": cman["documents"], "tokens": cman["tokens"],
-            "vocabulary_terms": cman.get("vocabulary_terms"), "postings": postings,
-        },
+        "corpus": corpus_record(cman, postings),
         "workloads": [{"type": w["type"], "class": w["class"], "queries": w["queries"]}
                       for w in workloads],
         "reference_codec": ref_codec,

@@ -81,22 +81,19 @@ from __future__ import annotations
 
 import gc
 import math
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import TierlabError
 from . import pisa_engine as pe
-from .index import CLASSES, TYPES, _machine, make_inputs
+from .index import (CLASSES, TYPES, Inputs, _machine, corpus_record, inputs_config, make_inputs,
+                    make_work, remove_work, validate_inputs)
 
-DEFAULT_SIZE = 200_000_000
-DEFAULT_QUERIES = {"H": 1000, "M": 5000, "L": 20000}
 K1 = 1.2   # ENGINE.md "Scoring" (kernels/src/query/query.h TL_K1)
 B = 0.0    # ENGINE.md: constant length term, i.e. no length normalisation
 BATCH = 4096  # queries per native call, both engines
@@ -106,11 +103,7 @@ TARGET_RATIO = 1.0
 
 
 @dataclass(frozen=True)
-class Config:
-    size_bytes: int = DEFAULT_SIZE
-    queries: dict = field(default_factory=lambda: dict(DEFAULT_QUERIES))
-    rp: float = 0.25
-    seed: int = 0
+class Config(Inputs):
     codec: str = "pfor-delta256"
     block_size: int = 256
     ks: tuple = (1024, 10)
@@ -119,33 +112,17 @@ class Config:
     single_algorithm: str = "ranked_or"
     and_algorithm: str = "ranked_and"
     split: bool = True
-    check_queries: int = 20
-    check_k: int = 10
     calibration_queries: int = 2000
-    work: Path | None = None
-    keep: bool = False
-    progress: bool = True
 
 
 def validate(cfg: Config) -> None:
     from .. import native
 
-    if cfg.size_bytes <= 0:
-        raise TierlabError(f"--size must be positive, got {cfg.size_bytes}")
-    for cls in CLASSES:
-        n = cfg.queries.get(cls)
-        if n is None or n < 1:
-            raise TierlabError(f"queries for class {cls} must be at least 1, got {n}")
-    if not 0 <= cfg.rp <= 1:
-        raise TierlabError(f"--rp must be in [0, 1], got {cfg.rp}")
-    if cfg.seed < 0:
-        raise TierlabError(f"--seed must be a non-negative integer, got {cfg.seed}")
+    validate_inputs(cfg)
     if not cfg.ks or any(k < 1 for k in cfg.ks):
         raise TierlabError(f"every --k must be at least 1, got {list(cfg.ks)}")
     if cfg.reps < 1:
         raise TierlabError(f"--reps must be at least 1, got {cfg.reps}")
-    if cfg.check_queries < 0:
-        raise TierlabError(f"--check-queries must be >= 0, got {cfg.check_queries}")
     native.codec(cfg.codec)  # a clear error naming the known codecs
     if not cfg.encodings:
         raise TierlabError("give at least one --pisa-encoding")
@@ -359,12 +336,7 @@ def run(cfg: Config, out: Path) -> dict:
     ok, version = pe.available()
     if not ok:
         raise TierlabError(version)
-    parent = Path(cfg.work) if cfg.work is not None else Path(out).parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(dir=parent, prefix=".bench-pisa-"))
-    except OSError as e:
-        raise TierlabError(f"cannot create a work folder in {parent}: {e.strerror or e}") from None
+    work = make_work(cfg, out, "pisa")
 
     combos = [(t, c) for t in TYPES for c in CLASSES]
     # corpus, workloads, index, base, export, convert, encodings, agreement, warm, reps
@@ -375,9 +347,7 @@ def run(cfg: Config, out: Path) -> dict:
     algorithms = {"single": cfg.single_algorithm, "and": cfg.and_algorithm}
     affinity = None
     try:
-        cpath, cman, workloads = make_inputs(work, size_bytes=cfg.size_bytes, seed=cfg.seed,
-                                             queries=cfg.queries, rp=cfg.rp,
-                                             check_queries=cfg.check_queries, bar=bar)
+        cpath, cman, workloads = make_inputs(work, cfg, bar=bar)
         bar.set_postfix_str(f"index {cfg.codec}")
         ixpath = work / f"index-{cfg.codec}"
         br = index_mod.build(cpath, ixpath, codec=cfg.codec, block_size=cfg.block_size)
@@ -440,10 +410,7 @@ def run(cfg: Config, out: Path) -> dict:
         if affinity is not None:
             import os
             os.sched_setaffinity(0, affinity)
-        if cfg.keep:
-            print(f"kept the work folder {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        remove_work(cfg, work)
 
     results, calibration = timing
     targets = []
@@ -461,24 +428,19 @@ def run(cfg: Config, out: Path) -> dict:
         "benchmark": "pisa",
         "machine": _machine(),
         "config": {
-            "size_bytes": cfg.size_bytes, "seed": cfg.seed, "rp": cfg.rp,
-            "queries": dict(cfg.queries), "codec": cfg.codec, "block_size": cfg.block_size,
+            **inputs_config(cfg, work), "codec": cfg.codec, "block_size": cfg.block_size,
             "k": list(cfg.ks), "reps": cfg.reps, "batch_queries": BATCH,
             "pisa_encodings": list(cfg.encodings), "reference_encoding": cfg.encodings[0],
             "single_algorithm": cfg.single_algorithm, "and_algorithm": cfg.and_algorithm,
             "bm25": {"k1": K1, "b": B, "tierlab_idf": "ln(1 + (N - df + 0.5) / (df + 0.5))",
                      "pisa_idf": "max(1e-6, ln((N - df + 0.5) / (df + 0.5))), float32"},
-            "split": bool(basepath), "check_queries": cfg.check_queries, "check_k": cfg.check_k,
-            "calibration_queries": cfg.calibration_queries,
+            "split": bool(basepath), "calibration_queries": cfg.calibration_queries,
             "tierlab_placement": "storage (mmap, page cache warm)",
             "tierlab_timing": "wall ns of the C loop of tierlab_query_batch",
             "pisa_timing": ("wall ns of _pisathon.retrieve (threads=1, pretokenised, "
                             "one-character document names)"),
-            "work": str(work) if cfg.keep else None,
         },
-        "corpus": {"bytes": cman["bytes"], "documents": cman["documents"],
-                   "tokens": cman["tokens"], "vocabulary_terms": cman.get("vocabulary_terms"),
-                   "postings": tl_info["postings"]},
+        "corpus": corpus_record(cman, tl_info["postings"]),
         "tierlab_native": native_id,
         "pisa": {"version": version, "native_module": str(pe.find()[0]),
                  "encodings": enc_info, "conversion": conv, "wand_block": pe.WAND_BLOCK},

@@ -58,18 +58,17 @@ docid. PISA's term lexicon is looked up by binary search, so the terms must
 come in byte order (tierlab exports them so; others are refused). PISA's
 docids are the CIFF docids, so they are tierlab's DIDs.
 The wheel's own CIFF importer needs `pyciff`, a Rust source package; this
-converter needs nothing. It decodes the postings of many lists at once with
-numpy, assuming the canonical protobuf layout (fields in number order, zero
-fields omitted, as tierlab and other proto3 writers emit); every chunk is
-checked byte for byte against that layout, and a list that does not match is
-parsed posting by posting instead (slow, but any valid CIFF converts).
+converter needs nothing: it reads the file with tierlab/ciff.py's `CiffFile`,
+which decodes the postings of many lists at once with numpy when they are in
+the canonical protobuf layout (fields in number order, zero fields omitted, as
+tierlab and other proto3 writers emit) and parses any other list posting by
+posting (slow, but any valid CIFF converts).
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.machinery
 import importlib.util
-import mmap
 import os
 import sys
 import time
@@ -87,7 +86,6 @@ ENCODINGS = ("ef", "single", "pefuniform", "pefopt", "block_optpfor", "block_var
 ALGORITHMS = ("ranked_or", "ranked_and", "maxscore", "wand", "block_max_wand",
               "block_max_maxscore", "block_max_ranked_and")
 WAND_BLOCK = 64  # postings per block of the block-max metadata (the wheel's default)
-CHUNK_POSTINGS = 1 << 22  # postings decoded per numpy pass of the converter
 
 _native = None
 
@@ -167,144 +165,6 @@ def _quiet(log: Path):
 # CIFF -> PISA binary collection
 # --------------------------------------------------------------------------
 
-def _varint(buf, pos: int, end: int, path) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise TierlabError(f"{path}: truncated or malformed varint at byte {pos}")
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return n, pos
-        shift += 7
-
-
-def _skip(buf, pos: int, end: int, wire: int, path) -> int:
-    if wire == 0:
-        return _varint(buf, pos, end, path)[1]
-    if wire == 2:
-        n, pos = _varint(buf, pos, end, path)
-        return pos + n
-    if wire in (1, 5):
-        return pos + (8 if wire == 1 else 4)
-    raise TierlabError(f"{path}: unsupported protobuf wire type {wire} at byte {pos}")
-
-
-def _message(buf, pos: int, path) -> tuple[int, int]:
-    n, a = _varint(buf, pos, len(buf), path)
-    if a + n > len(buf):
-        raise TierlabError(f"{path}: message at byte {pos} runs past the end of the file")
-    return a, a + n
-
-
-def _scan_list(buf, a: int, b: int, path) -> tuple[bytes, int, int]:
-    """(term, df, start of the first Posting field) of one PostingsList."""
-    term, df, pos = None, 0, a
-    while pos < b:
-        key, nxt = _varint(buf, pos, b, path)
-        field, wire = key >> 3, key & 7
-        if field == 4 and wire == 2:
-            break
-        if field == 1 and wire == 2:
-            n, s = _varint(buf, nxt, b, path)
-            term = bytes(buf[s:s + n])
-            nxt = s + n
-        elif field == 2 and wire == 0:
-            df, nxt = _varint(buf, nxt, b, path)
-        else:
-            nxt = _skip(buf, nxt, b, wire, path)
-        pos = nxt
-    if term is None:
-        raise TierlabError(f"{path}: the PostingsList at byte {a} has no term")
-    if pos >= b:
-        raise TierlabError(f"{path}: term {term!r} has no postings")
-    return term, df, pos
-
-
-def _slow_postings(buf, a: int, b: int, path) -> tuple[np.ndarray, np.ndarray]:
-    """Every Posting of the list's fields in [a, b), one by one."""
-    import numpy as np  # imported here: the CLI imports this module for its names
-    dids, freqs, pos, last = [], [], a, 0
-    while pos < b:
-        key, pos = _varint(buf, pos, b, path)
-        field, wire = key >> 3, key & 7
-        if not (field == 4 and wire == 2):
-            pos = _skip(buf, pos, b, wire, path)
-            continue
-        n, pos = _varint(buf, pos, b, path)
-        end, gap, tf = pos + n, 0, 0
-        while pos < end:
-            k2, pos = _varint(buf, pos, end, path)
-            if k2 == 0x08:
-                gap, pos = _varint(buf, pos, end, path)
-            elif k2 == 0x10:
-                tf, pos = _varint(buf, pos, end, path)
-            else:
-                pos = _skip(buf, pos, end, k2 & 7, path)
-        last += gap
-        dids.append(last)
-        freqs.append(tf)
-    return np.array(dids, dtype=np.int64), np.array(freqs, dtype=np.int64)
-
-
-def _fast_postings(u8: np.ndarray, spans: list[tuple[int, int, int]]):
-    """Decode the postings of several lists at once, assuming the canonical
-    layout: each Posting is 0x22 LEN [0x08 gap] 0x10 tf, the gap field left
-    out only when it is 0 (the first posting, docid 0). spans: (start, end,
-    df) of each list's postings bytes. Returns (docids, freqs) int64 arrays,
-    lists concatenated, or None when the bytes are not in that layout."""
-    import numpy as np
-    n_lists = len(spans)
-    starts = np.array([s for s, _, _ in spans], dtype=np.int64)
-    ends = np.array([e for _, e, _ in spans], dtype=np.int64)
-    dfs = np.array([d for _, _, d in spans], dtype=np.int64)
-    lo, hi = int(starts[0]), int(ends[-1])
-    mark = np.zeros(hi - lo + 1, dtype=np.int32)
-    np.add.at(mark, starts - lo, 1)
-    np.add.at(mark, ends - lo, -1)
-    keep = np.cumsum(mark[:-1]) > 0
-    raw = u8[lo:hi][keep]  # the lists' postings bytes, back to back
-    blen = ends - starts
-    bend = np.cumsum(blen)  # end of each list in raw
-    if len(raw) == 0 or raw[bend - 1].max() >= 0x80:
-        return None  # a list ends inside a varint
-    tok_end = np.flatnonzero(raw < 0x80)  # every byte < 0x80 ends one varint
-    tok_start = np.empty_like(tok_end)
-    tok_start[0] = 0
-    tok_start[1:] = tok_end[:-1] + 1
-    tok_len = tok_end - tok_start + 1
-    if tok_len.max() > 5:
-        return None
-    val = np.zeros(len(tok_end), dtype=np.int64)
-    for j in range(5):
-        m = tok_len > j
-        val[m] |= (raw[tok_start[m] + j].astype(np.int64) & 0x7F) << (7 * j)
-    # Tokens of each list; the first posting may lack its gap field (4 tokens).
-    first_tok = np.searchsorted(tok_end, np.concatenate(([0], bend[:-1])), side="left")
-    ntok = np.diff(np.append(first_tok, len(tok_end)))
-    short = ntok == 6 * dfs - 2
-    if not np.all(short | (ntok == 6 * dfs)):
-        return None
-    if short.any():
-        at = np.repeat(first_tok[short] + 2, 2)
-        val = np.insert(val, at, np.tile(np.array([0x08, 0], dtype=np.int64), int(short.sum())))
-        tok_len = np.insert(tok_len, at, 0)
-    v = val.reshape(-1, 6)
-    ln = tok_len.reshape(-1, 6)
-    if not (np.all(v[:, 0] == 0x22) and np.all(v[:, 2] == 0x08) and np.all(v[:, 4] == 0x10)
-            and np.all(ln[:, 0] == 1) and np.all(v[:, 1] == ln[:, 2:].sum(axis=1))):
-        return None
-    gaps, freqs = v[:, 3], v[:, 5]
-    first = np.zeros(len(gaps), dtype=bool)
-    first[np.concatenate(([0], np.cumsum(dfs)[:-1]))] = True
-    if np.any(gaps[~first] < 1) or np.any(freqs < 1):
-        return None  # repeated docids or tf 0: let the slow path report it
-    c = np.cumsum(gaps)
-    base = c[first] - gaps[first]
-    return c - np.repeat(base, dfs), freqs
-
-
 def _seq_header(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """PISA sequences: each run of `values` (lengths[i] long) prefixed by its length."""
     import numpy as np
@@ -315,41 +175,19 @@ def _seq_header(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def ciff_to_pisa(ciff: str | os.PathLike, out: str | os.PathLike, progress=None) -> dict:
     """Write PISA's uncompressed collection and lexicons for a CIFF file into
     folder `out` (see the module docstring). Returns counts and timings."""
-    ciff, out = Path(ciff), Path(out)
+    from ..ciff import CiffFile
+
     t0 = time.perf_counter()
-    try:
-        f = open(ciff, "rb")
-    except OSError as e:
-        raise TierlabError(f"{ciff}: cannot open ({e.strerror or e})") from None
-    out.mkdir(parents=True, exist_ok=True)
-    with f:
-        if os.fstat(f.fileno()).st_size == 0:
-            raise TierlabError(f"{ciff}: empty file, not CIFF")
-        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        msg = None
-        try:
-            return _convert(buf, ciff, out, progress, t0)
-        except TierlabError as e:  # re-raised below, once no frame holds a view of buf
-            msg = str(e)
-        finally:
-            try:
-                buf.close()
-            except BufferError:  # views held by another exception's traceback
-                pass
-        raise TierlabError(msg)
+    with CiffFile(ciff) as cf:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        return _convert(cf, out, progress, t0)
 
 
-def _convert(buf, ciff, out, progress, t0) -> dict:
+def _convert(cf, out: Path, progress, t0: float) -> dict:
     import numpy as np
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    from ..ciff import CIFF_VERSION, read_header
-
-    h = read_header(ciff)
-    pos = _message(buf, 0, ciff)[1]
-    if h["version"] != CIFF_VERSION:
-        raise TierlabError(f"{ciff}: CIFF version {h['version']}, expected {CIFF_VERSION} "
-                           f"(or this is not a CIFF file)")
-    n_lists, n_docs = h["num_postings_lists"], h["total_docs"] or h["num_doc_records"]
+    ciff = cf.path
+    n_lists, n_docs = cf.header["num_postings_lists"], cf.documents
     if n_docs >= 2 ** 32 - 1:
         raise TierlabError(f"{ciff}: {n_docs} documents do not fit PISA's 32-bit docids")
     terms: list[bytes] = []
@@ -358,76 +196,31 @@ def _convert(buf, ciff, out, progress, t0) -> dict:
     freqs_f = open(out / "inv.freqs", "wb")
     with docs_f, freqs_f:
         np.array([1, n_docs], dtype=np.uint32).tofile(docs_f)
-        pending: list[tuple[int, int, int, int]] = []  # (start, end, df, message start)
-        pending_n = 0
-
-        def flush():
-            nonlocal postings, slow
-            if not pending:
-                return
-            got = _fast_postings(u8, [(s, e, d) for s, e, d, _ in pending])
-            if got is None:  # not canonical: list by list, posting by posting
-                parts = [_slow_postings(buf, s, e, ciff) for s, e, _, _ in pending]
-                slow += len(pending)
-                dfs = np.array([len(p[0]) for p in parts], dtype=np.int64)
-                dids = np.concatenate([p[0] for p in parts])
-                freqs = np.concatenate([p[1] for p in parts])
-                for (s, _, _, at), (d, fr) in zip(pending, parts):
-                    if len(d) and ((d[0] < 0) or np.any(np.diff(d) <= 0) or np.any(fr < 1)):
-                        raise TierlabError(f"{ciff}: the list at byte {at} has docids that do "
-                                           f"not increase or a frequency below 1")
-            else:
-                dids, freqs = got
-                dfs = np.array([d for _, _, d, _ in pending], dtype=np.int64)
-            if len(dids) and dids.max() >= n_docs:
-                raise TierlabError(f"{ciff}: docid {int(dids.max())} is not below the "
+        for chunk in cf.postings():
+            for term in chunk.terms:
+                if not term or b"\n" in term or b"\r" in term:
+                    raise TierlabError(f"{ciff}: term {term!r} cannot go into PISA's line lexicon")
+                if terms and term <= terms[-1]:
+                    raise TierlabError(f"{ciff}: terms are not in strictly increasing byte order "
+                                       f"({terms[-1]!r} then {term!r}); PISA's lexicon needs them sorted")
+                terms.append(term)
+            if len(chunk.dids) and chunk.dids.max() >= n_docs:
+                raise TierlabError(f"{ciff}: docid {int(chunk.dids.max())} is not below the "
                                    f"{n_docs} documents of the header")
-            _seq_header(dids, dfs).tofile(docs_f)
-            _seq_header(freqs, dfs).tofile(freqs_f)
-            postings += len(dids)
-            pending.clear()
-
-        for i in range(n_lists):
-            a, b = _message(buf, pos, ciff)
-            term, df, first = _scan_list(buf, a, b, ciff)
-            if not term or b"\n" in term or b"\r" in term:
-                raise TierlabError(f"{ciff}: term {term!r} cannot go into PISA's line lexicon")
-            if terms and term <= terms[-1]:
-                raise TierlabError(f"{ciff}: terms are not in strictly increasing byte order "
-                                   f"({terms[-1]!r} then {term!r}); PISA's lexicon needs them sorted")
-            terms.append(term)
-            pending.append((first, b, df, a))
-            pending_n += df
-            pos = b
-            if pending_n >= CHUNK_POSTINGS:
-                flush()
-                pending_n = 0
-                if progress:
-                    progress(i + 1, n_lists)
-        flush()
+            _seq_header(chunk.dids, chunk.dfs).tofile(docs_f)
+            _seq_header(chunk.freqs, chunk.dfs).tofile(freqs_f)
+            postings += len(chunk.dids)
+            slow += chunk.parsed_slowly
+            if progress:
+                progress(len(terms), n_lists)
     # Document records: names and lengths by docid.
     names = [None] * n_docs
     sizes = np.zeros(n_docs, dtype=np.uint32)
-    for _ in range(h["num_doc_records"]):
-        a, b = _message(buf, pos, ciff)
-        docid, name, length, p = 0, None, 0, a
-        while p < b:
-            key, p = _varint(buf, p, b, ciff)
-            if key == 0x08:
-                docid, p = _varint(buf, p, b, ciff)
-            elif key == 0x12:
-                n, p = _varint(buf, p, b, ciff)
-                name = bytes(buf[p:p + n])
-                p += n
-            elif key == 0x18:
-                length, p = _varint(buf, p, b, ciff)
-            else:
-                p = _skip(buf, p, b, key & 7, ciff)
+    for docid, name, length in cf.doc_records():
         if docid >= n_docs:
             raise TierlabError(f"{ciff}: a DocRecord has docid {docid}, not below {n_docs}")
         names[docid] = name
         sizes[docid] = length
-        pos = b
     np.concatenate(([n_docs], sizes)).astype(np.uint32).tofile(out / "inv.sizes")
     with open(out / "fwd.terms", "wb") as ft:
         ft.write(b"\n".join(terms) + b"\n")

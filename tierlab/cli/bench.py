@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import TierlabError
+from .args import positive_int, size
 
 _CODECS_HELP = """\
 Time every codec in the registry on two synthetic posting lists (uniform and
@@ -39,16 +40,59 @@ of the first 20 queries of every workload must be the same for every codec
 """
 
 
+def _benchmark(bsub, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """The parser of `tierlab bench NAME` with the options every benchmark
+    takes: --out (one JSON document) and --no-progress."""
+    p = bsub.add_parser(name, help=summary, description=description,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
+                   help="where to write the JSON results (written atomically; folders are created)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return p
+
+
+def _progress(args) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def _each_once(values, default: tuple) -> tuple:
+    """A repeated option's values, each once and in order; default when none given."""
+    return tuple(dict.fromkeys(values)) if values else default
+
+
+def _add_inputs(p, queries: dict) -> None:
+    """The options of bench/index.py's Inputs (corpus, workloads, scratch
+    folder), shared by the index benchmarks; queries: default per class."""
+    p.add_argument("--size", type=size, default="200MB", metavar="SIZE",
+                   help="corpus size to generate, e.g. 50MB (default: 200MB)")
+    for cls, n in queries.items():
+        p.add_argument(f"--queries-{cls.lower()}", type=positive_int, default=n, metavar="N",
+                       help=f"queries per {cls} workload (default: %(default)s)")
+    p.add_argument("--rp", type=float, default=0.25, metavar="P",
+                   help="repeat probability of the workloads (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the corpus and workloads (default: %(default)s)")
+    p.add_argument("--work", type=Path, metavar="DIR",
+                   help="make the scratch folder (corpus, workloads, indexes) in DIR "
+                        "(default: the folder of --out)")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder")
+
+
+def _inputs(args) -> dict:
+    """The Inputs fields from the options of _add_inputs, as Config keywords."""
+    return dict(size_bytes=args.size,
+                queries={"H": args.queries_h, "M": args.queries_m, "L": args.queries_l},
+                rp=args.rp, seed=args.seed, work=args.work, keep=args.keep,
+                progress=_progress(args))
+
+
 def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmarks against real peers, written as JSON",
                        description="Benchmarks that compare tierlab with real peers in one run.")
     bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK")
     bsub.required = True
-    c = bsub.add_parser("codecs", help="codec speed and size vs pyfastpfor, libstreamvbyte, memcpy",
-                        description=_CODECS_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--out", required=True, type=Path, metavar="FILE.json",
-                   help="where to write the JSON results (written atomically; folders are created)")
+    c = _benchmark(bsub, "codecs", "codec speed and size vs pyfastpfor, libstreamvbyte, memcpy",
+                   _CODECS_HELP)
     c.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also draw bits/int vs decode ns/int (Pareto) for DIDs to this PNG")
     c.add_argument("--n", type=int, default=1 << 20, metavar="N",
@@ -64,35 +108,12 @@ def register(sub) -> None:
                    help="run only this dataset; repeat for both (default: both)")
     c.add_argument("--no-peers", action="store_true",
                    help="skip pyfastpfor and libstreamvbyte (memcpy is always measured)")
-    c.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     c.set_defaults(func=run_codecs)
 
-    from .args import positive_int, size
-
-    ix = bsub.add_parser("index", help="index build speed, size and QPS per codec",
-                         description=_INDEX_HELP,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ix.add_argument("--out", required=True, type=Path, metavar="FILE.json",
-                    help="where to write the JSON results (written atomically; folders are created)")
+    ix = _benchmark(bsub, "index", "index build speed, size and QPS per codec", _INDEX_HELP)
     ix.add_argument("--plot", type=Path, metavar="FILE.png",
                     help="also draw QPS vs compressed postings size per codec to this PNG")
-    ix.add_argument("--size", type=size, default="200MB", metavar="SIZE",
-                    help="corpus size to generate, e.g. 50MB (default: 200MB)")
-    ix.add_argument("--queries-h", type=positive_int, default=200, metavar="N",
-                    help="queries per H workload (default: %(default)s)")
-    ix.add_argument("--queries-m", type=positive_int, default=1000, metavar="N",
-                    help="queries per M workload (default: %(default)s)")
-    ix.add_argument("--queries-l", type=positive_int, default=2000, metavar="N",
-                    help="queries per L workload (default: %(default)s)")
-    ix.add_argument("--rp", type=float, default=0.25, metavar="P",
-                    help="repeat probability of the workloads (default: %(default)s)")
-    ix.add_argument("--seed", type=int, default=0, metavar="S",
-                    help="seed of the corpus and workloads (default: %(default)s)")
-    ix.add_argument("--work", type=Path, metavar="DIR",
-                    help="make the scratch folder (corpus, workloads, indexes) in DIR "
-                         "(default: the folder of --out)")
-    ix.add_argument("--keep", action="store_true", help="keep the scratch folder")
-    ix.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    _add_inputs(ix, {"H": 200, "M": 1000, "L": 2000})
     ix.set_defaults(func=run_index)
 
     register_pisa(bsub)
@@ -120,15 +141,10 @@ show how much of tierlab's time is decoding. Scratch files go next to --out (or 
 
 def register_pisa(bsub) -> None:
     from ..bench import pisa_engine  # light: no numpy until it runs
-    from .args import positive_int, size
 
-    p = bsub.add_parser("pisa", help="query speed vs PISA (pyterrier-pisa) on the same index",
-                        description=_PISA_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
-                   help="where to write the JSON results (written atomically; folders are created)")
-    p.add_argument("--size", type=size, default="200MB", metavar="SIZE",
-                   help="corpus size to generate, e.g. 1GB (default: 200MB)")
+    p = _benchmark(bsub, "pisa", "query speed vs PISA (pyterrier-pisa) on the same index",
+                   _PISA_HELP)
+    _add_inputs(p, {"H": 1000, "M": 5000, "L": 20000})
     p.add_argument("--codec", default="pfor-delta256", metavar="CODEC",
                    help="tierlab codec of the index (default: %(default)s)")
     p.add_argument("--pisa-encoding", action="append", choices=pisa_engine.ENCODINGS,
@@ -142,24 +158,10 @@ def register_pisa(bsub) -> None:
                    help="top-k to time; repeat for several (default: 1024 and 10)")
     p.add_argument("--reps", type=positive_int, default=9, metavar="R",
                    help="timed repetitions after the warm pass (default: %(default)s)")
-    p.add_argument("--queries-h", type=positive_int, default=1000,
-                   metavar="N", help="queries per H workload (default: %(default)s)")
-    p.add_argument("--queries-m", type=positive_int, default=5000,
-                   metavar="N", help="queries per M workload (default: %(default)s)")
-    p.add_argument("--queries-l", type=positive_int, default=20000,
-                   metavar="N", help="queries per L workload (default: %(default)s)")
     p.add_argument("--check-queries", type=int, default=20, metavar="N",
                    help="queries per workload whose top-10 is checked (default: %(default)s)")
     p.add_argument("--no-split", action="store_true",
                    help="do not build and time the `base` index (the decode-share split)")
-    p.add_argument("--rp", type=float, default=0.25, metavar="P",
-                   help="repeat probability of the workloads (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, metavar="S",
-                   help="seed of the corpus and workloads (default: %(default)s)")
-    p.add_argument("--work", type=Path, metavar="DIR",
-                   help="make the scratch folder in DIR (default: the folder of --out)")
-    p.add_argument("--keep", action="store_true", help="keep the scratch folder")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run_pisa)
 
 
@@ -182,12 +184,11 @@ def run_codecs(args) -> int:
     codecs.check_writable(args.out)
     if args.plot is not None:
         codecs.check_writable(args.plot)
-    datasets = tuple(dict.fromkeys(args.dataset)) if args.dataset else codecs.DATASETS
+    datasets = _each_once(args.dataset, codecs.DATASETS)
     cfg = codecs.Config(
         n=args.n, avg_gap=args.avg_gap, reps=args.reps,
         seed=data.DEFAULT_SEED if args.seed is None else args.seed,
-        datasets=datasets, peers=not args.no_peers,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        datasets=datasets, peers=not args.no_peers, progress=_progress(args),
     )
     doc = codecs.run(cfg)
     codecs.write_json(doc, args.out)
@@ -206,12 +207,7 @@ def run_index(args) -> int:
     from ..bench import index as bench_index
     from ..bench.codecs import check_writable, write_json
 
-    cfg = bench_index.Config(
-        size_bytes=args.size,
-        queries={"H": args.queries_h, "M": args.queries_m, "L": args.queries_l},
-        rp=args.rp, seed=args.seed, work=args.work, keep=args.keep,
-        progress=not args.no_progress and sys.stderr.isatty(),
-    )
+    cfg = bench_index.Config(**_inputs(args))
     bench_index.validate(cfg)
     check_writable(args.out)
     if args.plot is not None:
@@ -232,17 +228,10 @@ def run_pisa(args) -> int:
     from ..bench.codecs import check_writable, write_json
 
     cfg = bench_pisa.Config(
-        size_bytes=args.size,
-        queries={"H": args.queries_h, "M": args.queries_m, "L": args.queries_l},
-        rp=args.rp, seed=args.seed, codec=args.codec,
-        ks=tuple(dict.fromkeys(args.k)) if args.k else bench_pisa.Config.ks,
-        reps=args.reps,
-        encodings=(tuple(dict.fromkeys(args.pisa_encoding)) if args.pisa_encoding
-                   else bench_pisa.Config.encodings),
+        **_inputs(args), codec=args.codec, ks=_each_once(args.k, bench_pisa.Config.ks),
+        reps=args.reps, encodings=_each_once(args.pisa_encoding, bench_pisa.Config.encodings),
         single_algorithm=args.single_algorithm, and_algorithm=args.and_algorithm,
         split=not args.no_split, check_queries=args.check_queries,
-        work=args.work, keep=args.keep,
-        progress=not args.no_progress and sys.stderr.isatty(),
     )
     bench_pisa.validate(cfg)
     check_writable(args.out)
@@ -270,13 +259,8 @@ the end. Takes about 5 minutes at the defaults on 2 cores.
 
 def register_cache(bsub) -> None:
     from ..bench import cache as bench_cache
-    from .args import positive_int
 
-    p = bsub.add_parser("cache", help="cache policy simulation speed vs libCacheSim",
-                        description=_CACHE_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
-                   help="where to write the JSON results (written atomically; folders are created)")
+    p = _benchmark(bsub, "cache", "cache policy simulation speed vs libCacheSim", _CACHE_HELP)
     p.add_argument("--requests", type=positive_int, default=10_000_000, metavar="N",
                    help="requests per trace (default: %(default)s)")
     p.add_argument("--keys", type=positive_int, default=1_000_000, metavar="N",
@@ -296,7 +280,6 @@ def register_cache(bsub) -> None:
     p.add_argument("--no-peers", action="store_true", help="skip libCacheSim")
     p.add_argument("--work", type=Path, metavar="DIR",
                    help="make the scratch folder in DIR (default: the folder of --out)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run_cache)
 
 
@@ -306,12 +289,11 @@ def run_cache(args) -> int:
 
     cfg = bench_cache.Config(
         requests=args.requests, keys=args.keys,
-        alphas=tuple(dict.fromkeys(args.alpha)) if args.alpha else bench_cache.DEFAULT_ALPHAS,
-        fractions=(tuple(dict.fromkeys(args.fraction)) if args.fraction
-                   else bench_cache.DEFAULT_FRACTIONS),
-        policies=tuple(dict.fromkeys(args.policy)) if args.policy else (),
+        alphas=_each_once(args.alpha, bench_cache.DEFAULT_ALPHAS),
+        fractions=_each_once(args.fraction, bench_cache.DEFAULT_FRACTIONS),
+        policies=_each_once(args.policy, ()),
         reps=args.reps, seed=args.seed, peers=not args.no_peers, work=args.work,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=_progress(args),
     )
     bench_cache.validate(cfg)
     check_writable(args.out)
@@ -336,13 +318,8 @@ Targets: the grid in <= 10 minutes, >= 5 M requests/s of LRU bookkeeping.
 
 
 def register_model(bsub) -> None:
-    from .args import positive_int
-
-    p = bsub.add_parser("model", help="speed of the SimPy model: reference grid, requests/s",
-                        description=_MODEL_HELP,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True, type=Path, metavar="FILE.json",
-                   help="where to write the JSON results (written atomically; folders are created)")
+    p = _benchmark(bsub, "model", "speed of the SimPy model: reference grid, requests/s",
+                   _MODEL_HELP)
     p.add_argument("--fraction", type=float, default=0.125, metavar="F",
                    help="share of the grid's cells to run (default: %(default)s)")
     p.add_argument("--full", action="store_true", help="run the whole grid (384 runs)")
@@ -352,7 +329,6 @@ def register_model(bsub) -> None:
                    help="cost table (default: this machine's)")
     p.add_argument("--work", type=Path, metavar="DIR",
                    help="scratch folder's parent (default: the system's temp folder)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run_model)
 
 
@@ -361,8 +337,7 @@ def run_model(args) -> int:
     from ..bench.codecs import check_writable, write_json
 
     cfg = bench_model.Config(fraction=args.fraction, full=args.full, workers=args.workers,
-                             costs=args.costs, work=args.work,
-                             progress=not args.no_progress and sys.stderr.isatty())
+                             costs=args.costs, work=args.work, progress=_progress(args))
     bench_model.validate(cfg)
     check_writable(args.out)
     doc = bench_model.run(cfg)

@@ -1,20 +1,87 @@
-"""`tierlab list codecs`: print a registry (the names users type)."""
+"""`tierlab list codecs|configs|tiers|devices|policies`: print a registry (the
+names users type), read from where it is kept: the codec, configuration and
+policy registries of the C kernels, and the specs of sim-configs/ (tierlab.specs)
+for tiers (memory specs) and devices (storage specs)."""
 from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _table(header: list[str], rows: list[list]) -> None:
+    """Print rows under header in aligned columns: text left, numbers right
+    (grouped by thousands)."""
+    cells = [[f"{v:,.10g}" if isinstance(v, (int, float)) else str(v) for v in row]
+             for row in rows]
+    right = [bool(rows) and all(isinstance(row[i], (int, float)) for row in rows)
+             for i in range(len(header))]
+    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    for line in [header, *cells]:
+        print("  ".join(x.rjust(w) if r else x.ljust(w)
+                        for x, w, r in zip(line, widths, right)).rstrip())
+
+
+def _codecs() -> None:
+    from .. import native
+
+    _table(["codec", "delta", "impl"],
+           [[c.name, "yes" if c.delta else "no", c.impl] for c in native.codecs()])
+    print(f"cpu simd features: {native.cpu_features() or 'none'}")
+
+
+def _configs() -> None:
+    from .. import apcache
+
+    _table(["config"], [[name] for name in apcache.configs()])
+
+
+def _policies() -> None:
+    from .. import apcache
+
+    _table(["policy"], [[name] for name in apcache.policies()])
+
+
+def _specs(kind: str) -> list:
+    from .. import specs
+
+    return [s for s in (specs.load(n) for n in specs.names()) if s.kind == kind]
+
+
+def _file(path: Path) -> str:
+    """The spec's file, relative to the working folder when it lies below it."""
+    try:
+        return str(path.relative_to(Path(os.getcwd()).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _tiers() -> None:
+    _table(["tier", "spec", "read_latency_seq_ns", "read_latency_random_ns", "read_gb_per_s",
+            "file"],
+           [[s.tier or "-", s.name, s["read_latency_seq_ns"], s["read_latency_random_ns"],
+             s["read_bandwidth_bytes_per_s"] / 1e9, _file(s.path)] for s in _specs("memory")])
+
+
+def _devices() -> None:
+    _table(["device", "read_latency_ns", "seek_ns", "read_mb_per_s", "queue_depth", "file"],
+           [[s.name, s["read_latency_ns"], s.get("seek_ns", 0.0),
+             s["read_bandwidth_bytes_per_s"] / 1e6, int(s["queue_depth"]), _file(s.path)]
+            for s in _specs("storage")])
+
+
+REGISTRIES = {"codecs": _codecs, "configs": _configs, "tiers": _tiers, "devices": _devices,
+              "policies": _policies}
 
 
 def register(sub) -> None:
     p = sub.add_parser("list", help="print a registry: the names users type",
-                       description="Print one of tierlab's registries.")
-    p.add_argument("what", choices=["codecs"], help="which registry")
+                       description="Print one of tierlab's registries: codecs, APCache "
+                       "configurations, memory tiers and storage devices (the specs of "
+                       "sim-configs/, with their main numbers and file), cache policies.")
+    p.add_argument("what", choices=list(REGISTRIES), help="which registry")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from .. import native
-
-    if args.what == "codecs":
-        print(f"{'codec':<16}{'delta':<7}impl")
-        for c in native.codecs():
-            print(f"{c.name:<16}{'yes' if c.delta else 'no':<7}{c.impl}")
-        print(f"cpu simd features: {native.cpu_features() or 'none'}")
+    REGISTRIES[args.what]()
     return 0
