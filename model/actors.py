@@ -44,11 +44,15 @@ class Signal:
             self._ev = self.env.event()
         return self._ev
 
-    def notify(self) -> None:
+    def notify(self) -> bool:
+        """Wake the waiters; True when there was one (the runtime's broadcast
+        then costs a futex wake)."""
         ev = self._ev
         if ev is not None:
             self._ev = None
             ev.succeed()
+            return True
+        return False
 
 
 def query_thread(env, sim, sh):
@@ -77,6 +81,8 @@ def query_thread(env, sim, sh):
                 sh.signal.notify()  # a worker stalled on a victim re-checks
                 while (sh.w_occ if hp else sh.w_q) < need:
                     yield sh.signal.wait()
+                if sim.wake_ns:  # a blocked thread runs again wake_ns after its signal
+                    yield env.timeout(sim.wake_ns)
                 sh.qt_waiting = 0
                 acct.query_wait_ns += env.now - t0
                 sh.rec_wait[q] = env.now - t0
@@ -104,7 +110,7 @@ def query_thread(env, sim, sh):
                 pinned.append(t)
                 slow_blocks += int(blocks[j])
             else:
-                page_miss += yield from sim.pc.read_term(sh.core, t, acct, "query")
+                page_miss += yield from sim.pc.read_term(sh.core, t, acct, "query", True)
             if log is not None:
                 log.append((env.now, sh.core, "query", "term", t,
                             {"query": q, "occurrence": j, "cached": cached}))
@@ -128,8 +134,8 @@ def query_thread(env, sim, sh):
         sh.occ_done = j1
         if log is not None:
             log.append((env.now, sh.core, "query", "done", -1, {"query": q}))
-        if cfg != BASE:
-            sh.signal.notify()
+        if cfg != BASE and sh.signal.notify() and sim.signal_ns:
+            yield env.timeout(sim.signal_ns)  # the broadcast woke the worker
     sh.qt_finished = True
     sh.signal.notify()
 
@@ -141,6 +147,8 @@ def _lookahead_wait(env, sim, sh, q, acct):
     t = env.now
     while q >= sh.taken + sh.fixed_la and not sh.qt_finished:
         yield sh.signal.wait()
+    if sim.wake_ns:
+        yield env.timeout(sim.wake_ns)
     acct.worker_stall_ns += env.now - t
 
 
@@ -177,6 +185,8 @@ def _make_room(env, sim, sh, nseg, q, acct, rule):
                          "reason": "rule" if by_rule else "pinned"}))
         t = env.now
         yield sh.signal.wait()
+        if sim.wake_ns:
+            yield env.timeout(sim.wake_ns)
         acct.worker_stall_ns += env.now - t
     return True
 
@@ -246,10 +256,13 @@ def copy_worker(env, sim, sh):
     nocc = len(term)
     j = 0
     while j < nocc:
-        while j >= sh.occ_done:
-            if sh.qt_finished:
-                return
-            yield sh.signal.wait()
+        if j >= sh.occ_done:
+            while j >= sh.occ_done:
+                if sh.qt_finished:
+                    return
+                yield sh.signal.wait()
+            if sim.wake_ns:
+                yield env.timeout(sim.wake_ns)
         avail = sh.occ_done
         while j < avail:
             if sh.missed[j]:

@@ -10,7 +10,6 @@ takes seconds), so a sweep's worker builds each index once.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import uuid
@@ -19,8 +18,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
+from tierlab import values
 from tierlab.errors import TierlabError
 
 from . import indexmeta, sim
@@ -42,6 +40,7 @@ DEFAULTS = {
     "dram_budget_bytes": sim.DEFAULT_DRAM_BUDGET,
     "readahead_bytes": sim.DEFAULT_READAHEAD,
     "cores": 1,
+    "k": sim.DEFAULT_K,
     "passes": 1,
     "costs": "default",
     "tier_factor": None,
@@ -67,40 +66,7 @@ def policies() -> tuple:
 
 # --- values ------------------------------------------------------------------------
 
-def _size(key: str, v, *, allow_zero: bool = False) -> int:
-    """Bytes from an int or a size text ('4GB', '50MB', '32KiB')."""
-    from tierlab.corpus import parse_size
-
-    if isinstance(v, bool) or v is None:
-        raise TierlabError(f"{key}: a size in bytes (e.g. 4GB or 32768), got {v!r}")
-    if isinstance(v, str):
-        try:
-            n = parse_size(v)
-        except TierlabError as e:
-            raise TierlabError(f"{key}: {e}") from None
-    elif isinstance(v, (int, float)) and math.isfinite(v) and v == int(v):
-        n = int(v)
-    else:
-        raise TierlabError(f"{key}: a whole number of bytes, got {v!r}")
-    if n < 0 or (n == 0 and not allow_zero):
-        raise TierlabError(f"{key}: must be {'>= 0' if allow_zero else 'positive'}, got {v!r}")
-    return n
-
-
-def _int(key: str, v, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < lo:
-        raise TierlabError(f"{key}: a whole number >= {lo}, got {v!r}")
-    return int(v)
-
-
-def _num(key: str, v, lo: float = 0.0, hi: float | None = None, open_lo: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise TierlabError(f"{key}: a number, got {v!r}")
-    if (v <= lo if open_lo else v < lo) or (hi is not None and v > hi):
-        rng = f"({lo:g}, " if open_lo else f"[{lo:g}, "
-        raise TierlabError(f"{key}: must be in {rng}{'inf' if hi is None else f'{hi:g}'}], "
-                           f"got {v!r}")
-    return float(v)
+_size, _int, _num = values.size, values.whole, values.number
 
 
 @dataclass
@@ -121,7 +87,7 @@ class RunConfig:
                        cache_bytes=int(cache), segment_bytes=v["segment_bytes"],
                        lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
                        readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
-                       passes=v["passes"], sample_ns=v["sample_ns"])
+                       passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"])
         if p.hybrid and p.cache_bytes // p.cores < p.segment_bytes:
             key = "cache_bytes" if v["cache_bytes"] is not None else "cache_fraction"
             raise TierlabError(f"{key}: {p.cache_bytes} bytes is less than one "
@@ -131,6 +97,22 @@ class RunConfig:
             raise TierlabError(f"{key}: {p.cache_bytes} bytes; the page cache must hold one "
                                f"4096-byte page")
         return p
+
+
+def check_run_sizes(v: dict, prefix: str = "") -> None:
+    """Check and normalise, in place, the parameters a model run shares with a
+    runtime run (`tierlab validate` checks its grid rows with this too)."""
+    v["segment_bytes"] = _size(prefix + "segment_bytes", v["segment_bytes"])
+    if v["segment_bytes"] < 64 or v["segment_bytes"] % 8:
+        raise TierlabError(f"{prefix}segment_bytes: a multiple of 8 bytes, at least 64, got "
+                           f"{v['segment_bytes']}")
+    v["dram_budget_bytes"] = _size(prefix + "dram_budget_bytes", v["dram_budget_bytes"])
+    v["readahead_bytes"] = _size(prefix + "readahead_bytes", v["readahead_bytes"])
+    if not 4096 <= v["readahead_bytes"] <= 2**20:
+        raise TierlabError(f"{prefix}readahead_bytes: 4 KiB .. 1 MiB, got "
+                           f"{v['readahead_bytes']}")
+    v["cores"] = _int(prefix + "cores", v["cores"])
+    v["k"] = _int(prefix + "k", v["k"])
 
 
 def validate(doc: dict, where: str = "config") -> RunConfig:
@@ -168,15 +150,7 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
     else:
         raise TierlabError("cache_bytes: give cache_bytes (e.g. 4GB) or cache_fraction "
                            "(of the index's bytes, e.g. 0.2)")
-    v["segment_bytes"] = _size("segment_bytes", v["segment_bytes"])
-    if v["segment_bytes"] < 64 or v["segment_bytes"] % 8:
-        raise TierlabError(f"segment_bytes: a multiple of 8 bytes, at least 64, got "
-                           f"{v['segment_bytes']}")
-    v["dram_budget_bytes"] = _size("dram_budget_bytes", v["dram_budget_bytes"])
-    v["readahead_bytes"] = _size("readahead_bytes", v["readahead_bytes"])
-    if not 4096 <= v["readahead_bytes"] <= 2**20:
-        raise TierlabError(f"readahead_bytes: 4 KiB .. 1 MiB, got {v['readahead_bytes']}")
-    v["cores"] = _int("cores", v["cores"])
+    check_run_sizes(v)
     v["passes"] = _int("passes", v["passes"])
     v["sample_ns"] = _int("sample_ns", v["sample_ns"])
     v["seed"] = _int("seed", v["seed"], 0)
@@ -288,13 +262,7 @@ def _check_costs(c):
 
 def load(path: str | os.PathLike, overrides: dict | None = None) -> RunConfig:
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise TierlabError(f"{path}: cannot read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise TierlabError(f"{path}: not valid YAML ({e})") from None
-    doc = doc or {}
+    doc = values.read_yaml(path) or {}
     if overrides:
         if not isinstance(doc, dict):
             raise TierlabError(f"{path}: a configuration is a YAML mapping")
@@ -420,6 +388,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     params = {
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
+        "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,
         "tier_factor_source": s.tier.factor_source if s.tier else None,

@@ -98,10 +98,15 @@ class PageCache:
     def peak_bytes(self) -> int:
         return self.cache.stats["peak_used"] * PAGE
 
-    def read_term(self, shard: int, term: int, acct, who: str = ""):
+    def read_term(self, shard: int, term: int, acct, who: str = "", interleave: bool = False):
         """Process step: access every page of `term` in shard `shard` (both
         files), reading the missing ones from the device. Returns the page
-        misses (reads issued)."""
+        misses (reads issued). interleave: issue the reads in the order a
+        query's cursor needs them (DID block i, then freq block i: by
+        relative position in the term, DID first), as the runtime's query
+        thread does; otherwise the DID file's reads, then the freq file's
+        (a worker reading whole ranges). The order decides which reads
+        continue the previous one (no positioning on an HDD)."""
         m = self.map
         ra = m.ra
         requests = []
@@ -150,7 +155,10 @@ class PageCache:
             base = shard * m.stride + (m.did_span if f else 0)
             for c, k in chunks:
                 at = first + c * PAGE
-                requests.append((base + at, min(k * PAGE, fbytes - at), f, at))
+                # cursor order key: where in the term's own pages the read starts
+                requests.append((base + at, min(k * PAGE, fbytes - at), f, at, c / n))
+        if interleave and len(requests) > 1:
+            requests.sort(key=lambda r: (r[4], r[2]))
         if requests:
             yield from self.device.read_many(requests, acct, self.log, shard, who, term)
         return len(requests)

@@ -43,6 +43,7 @@ DEFAULT_SEGMENT = 32 * 1024
 DEFAULT_DRAM_BUDGET = 50_000_000
 DEFAULT_READAHEAD = 128 * 1024
 DEFAULT_SAMPLE_NS = 10_000_000
+DEFAULT_K = 1024  # the runtime's default top-k (TIERLAB_K_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Params:
     tier_factor: float | None = None
     passes: int = 1
     sample_ns: int = DEFAULT_SAMPLE_NS
+    k: int = DEFAULT_K                # hits kept per query (the runtime's --k)
 
     @property
     def hybrid(self) -> bool:
@@ -150,6 +152,18 @@ class Shard:
                              sim.device.bytes))
 
 
+def shortest_postings(trace, index) -> np.ndarray:
+    """Per query, the postings of its shortest list (the candidates an AND
+    query looks up in the other lists); 0 for a query without terms."""
+    out = np.zeros(trace.queries, np.int64)
+    if trace.occurrences:
+        q = np.repeat(np.arange(trace.queries), np.diff(trace.qfirst))
+        out[:] = np.iinfo(np.int64).max
+        np.minimum.at(out, q, np.asarray(index.postings, np.int64)[trace.term])
+        out[np.diff(trace.qfirst) == 0] = 0
+    return out
+
+
 def decode_ns_per_block(costs) -> float | None:
     """Measured decode time of a DID block plus its freq block (the cost
     table's `decode` section, tierlab/costs.py), or None when the table has
@@ -224,7 +238,9 @@ class Simulation:
         if pc_bytes < PAGE:
             raise TierlabError(f"{'dram_budget_bytes' if p.hybrid else 'cache_bytes'} "
                                f"{pc_bytes}: the page cache must hold one {PAGE}-byte page")
-        ra_pages = max(1, p.readahead_bytes // PAGE)
+        # the runtime's page cache never reads more than a quarter of its frames
+        # at once (kernels/src/apcache/pagecache.c max_run): tiny caches read less
+        ra_pages = max(1, min(p.readahead_bytes // PAGE, pc_bytes // PAGE // 4))
         self.pagemap = PageMap([index.did_offset[ref], index.freq_offset[ref]],
                                [index.did_bytes[ref], index.freq_bytes[ref]],
                                [index.did_file_bytes, index.freq_file_bytes], ra_pages, p.cores)
@@ -238,6 +254,10 @@ class Simulation:
                              np.float64) - fixed
         total = np.array([costs.query_cpu_ns(t, int(b), int(s)) for t, b, s in
                           zip(qt, qb, trace.postings_scored)], np.float64)
+        if hasattr(costs, "extra_cpu_ns"):  # the table's result and candidate terms
+            total += np.asarray(costs.extra_cpu_ns(
+                np.asarray(qt), np.minimum(trace.postings_scored, p.k),
+                shortest_postings(trace, index)), np.float64)
         self.decode_ns = decode_ns_per_block(costs)
         decode = per_block if self.decode_ns is None else \
             np.minimum(per_block, self.decode_ns * qb)
@@ -246,6 +266,9 @@ class Simulation:
         self.cpu_var = np.tile(decode, reps).tolist()            # decoding: the tier's part
         self.q_blocks = np.tile(qb, reps).tolist()
         self.costs = costs
+        # thread hand-off (the cost table's `threads`, tierlab_apcache_handoff_ns)
+        wake, sig = costs.handoff() if hasattr(costs, "handoff") else (0.0, 0.0)
+        self.wake_ns, self.signal_ns = int(wake + 0.5), int(sig + 0.5)
 
         self.acct = [Counters() for _ in range(p.passes)]
         self.shards = [Shard(self.env, self, c) for c in range(p.cores)]

@@ -4,8 +4,16 @@ as the SimPy model (model/) charges it.
 The model computes a query's CPU time as
 
     query_ns + block_ns * blocks_decoded + posting_ns * postings_scored
+             + result_ns * results + candidate_ns * shortest_postings
 
-with one set of three coefficients per query type (single, and).
+with one set of coefficients per query type (single, and). results are the
+hits kept, min(k, postings_scored): the top-k heap and the final sort grow
+with them (~45 ns a hit at k = 1024, most of a SINGLE H query on a small
+index). shortest_postings (AND only) is the postings of the shortest list,
+the candidates each looked up in the other lists: an AND H query scores a
+few postings yet costs ~25 ns per candidate. Without these two terms the
+fit under-predicted H queries by 2-3x (median). Tables without them read
+as 0.
 blocks_decoded counts DID blocks decoded (each with its freq block, when the
 query needed it) and postings_scored the postings offered to the top-k heap,
 both as tierlab_query_stats and the `query` table of traces/schema.yaml count
@@ -38,9 +46,8 @@ How `measure` gets them
    and postings grow together and the fit alone cannot split them.
    The fit runs twice: the 1 % of queries with the largest weighted errors
    in the first are left out of the second (`TRIM`).
-   The table also keeps, for comparison, the same fit with a fourth term per
-   hit returned (`with_results`; the top-k heap and the final sort grow with
-   the hits), which the model's formula does not have.
+   The table also keeps, for comparison, the older fit with only a result
+   term and no candidate term (`with_results`).
 4. For cross-checking, decode alone: ns per full DID block and per full freq
    block of the index's codec, with kernels/src/bench.c's timing loop on a
    seeded sample of the index's own blocks (per-block regime: each block into
@@ -77,6 +84,7 @@ FORMAT = "tierlab-costs"
 VERSION = 1
 TYPES = ("single", "and")
 COEFFICIENTS = ("query_ns", "block_ns", "posting_ns")
+OPTIONAL = ("result_ns", "candidate_ns")  # optional terms of the formula (0 when absent)
 CLASSES = ("H", "M", "L")
 # Generated workloads: queries per class (more where each is cheaper). Small
 # enough for a few seconds per repeat on a ~25 MB index, large enough that
@@ -85,6 +93,7 @@ DEFAULT_QUERIES = {"H": 150, "M": 600, "L": 1000}
 DEFAULT_PLACEMENT = "dram"  # CPU costs: no page faults in the measured latencies
 DEFAULT_CODEC = "pfor-delta256"
 DEFAULT_CORPUS_BYTES = 24_000_000
+EXTRA_TERMS_GAIN = 0.8  # result/candidate terms kept only if they cut the fit's error by 20 %
 TRIM = 0.01  # share of the worst-fitting queries left out of the second fit
 DECODE_SAMPLE_BLOCKS = 20_000
 DECODE_REPS = 15
@@ -96,24 +105,30 @@ DECODE_REPS = 15
 
 @dataclass(frozen=True)
 class Coefficients:
-    """One query type's costs, in ns. result_ns (per hit returned) exists
-    only in the table's optional `with_results` fit."""
+    """One query type's costs, in ns. The optional terms (None: not in the
+    table): result_ns per hit kept in the top-k (heap and final sort) and
+    candidate_ns per posting of the shortest list (AND: each candidate is
+    looked up in the other lists, however few match)."""
 
     query_ns: float
     block_ns: float
     posting_ns: float
     result_ns: float | None = None
+    candidate_ns: float | None = None
 
     def as_dict(self) -> dict:
         d = {k: getattr(self, k) for k in COEFFICIENTS}
-        if self.result_ns is not None:
-            d["result_ns"] = self.result_ns
+        for k in OPTIONAL:
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
         return d
 
-    def predict(self, blocks, postings, results=None):
+    def predict(self, blocks, postings, results=None, candidates=None):
         out = self.query_ns + self.block_ns * blocks + self.posting_ns * postings
         if results is not None:
             out = out + (self.result_ns or 0.0) * results
+        if candidates is not None:
+            out = out + (self.candidate_ns or 0.0) * candidates
         return out
 
 
@@ -175,6 +190,36 @@ class Costs:
             out = np.where(is_and, pick("and").predict(b, p, r), pick("single").predict(b, p, r))
         return float(out) if np.ndim(out) == 0 else out
 
+    def handoff(self) -> tuple[float, float]:
+        """(wake_ns, signal_ns) of the table's `threads` section (measured by
+        tierlab_apcache_handoff_ns): a blocked runtime thread resumes wake_ns
+        after it is signalled, and signalling a waiting thread costs the
+        signaller signal_ns. (0, 0) for a table without it."""
+        t = self.extra.get("threads") or {}
+        try:
+            return float(t.get("wake_ns") or 0.0), float(t.get("signal_ns") or 0.0)
+        except (TypeError, ValueError):
+            raise TierlabError("threads: wake_ns and signal_ns must be numbers") from None
+
+    def extra_cpu_ns(self, qtype, results, candidates):
+        """The optional terms of the table's own coefficients: result_ns *
+        results + candidate_ns * candidates (0 for a table without them).
+        The model adds this to query_cpu_ns. Scalars or arrays, like
+        query_cpu_ns."""
+        r = np.asarray(results, dtype=np.float64)
+        c = np.asarray(candidates, dtype=np.float64)
+
+        def part(t):
+            k = self.coefficients(t)
+            return (k.result_ns or 0.0) * r + (k.candidate_ns or 0.0) * c
+
+        if isinstance(qtype, str):
+            out = part(qtype)
+        else:
+            t = np.asarray(qtype)
+            out = np.where(t == "and", part("and"), part("single"))
+        return float(out) if np.ndim(out) == 0 else out
+
     def to_dict(self) -> dict:
         d = {"format": FORMAT, "version": VERSION, "index": self.index, "codec": self.codec,
              "block_size": self.block_size, "placement": self.placement,
@@ -222,6 +267,15 @@ class Costs:
                     raise TierlabError(f"{where}: '{t}.{k}' must be a finite number, not {v!r}")
                 if v < 0:
                     raise TierlabError(f"{where}: '{t}.{k}' is negative ({v}); costs are >= 0")
+                vals[k] = float(v)
+            for k in OPTIONAL:
+                v = part.get(k)
+                if v is None:
+                    continue
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                        or v < 0:
+                    raise TierlabError(f"{where}: '{t}.{k}' must be a finite number >= 0, not "
+                                       f"{v!r}")
                 vals[k] = float(v)
             coef[t] = Coefficients(**vals)
         codec = d.get("codec")
@@ -319,7 +373,8 @@ def nnls(A, b, *, max_iter: int | None = None) -> np.ndarray:
 
 
 def fit_coefficients(blocks, postings, latency, classes=None, results=None,
-                     block_floor: float = 0.0, trim: float = TRIM) -> Coefficients:
+                     block_floor: float = 0.0, trim: float = TRIM,
+                     candidates=None) -> Coefficients:
     """Non-negative least-squares fit of latency ~ query_ns + block_ns * blocks
     + posting_ns * postings (+ result_ns * results when results are given).
     Each query's error is taken relative to the mean latency of its class and
@@ -335,8 +390,13 @@ def fit_coefficients(blocks, postings, latency, classes=None, results=None,
     y = np.asarray(latency, dtype=np.float64)
     cols = [np.ones_like(y), np.asarray(blocks, dtype=np.float64),
             np.asarray(postings, dtype=np.float64)]
+    names = list(COEFFICIENTS)
     if results is not None:
         cols.append(np.asarray(results, dtype=np.float64))
+        names.append("result_ns")
+    if candidates is not None:
+        cols.append(np.asarray(candidates, dtype=np.float64))
+        names.append("candidate_ns")
     if not len(y):
         raise TierlabError("no queries to fit")
     if not (y > 0).all():
@@ -355,7 +415,7 @@ def fit_coefficients(blocks, postings, latency, classes=None, results=None,
         x = nnls(A[keep], rhs[keep])
     x = [float(v) for v in x]
     x[1] += block_floor
-    return Coefficients(*x)
+    return Coefficients(**dict(zip(names, x)))
 
 
 def _errors(pred: np.ndarray, y: np.ndarray) -> dict:
@@ -463,6 +523,27 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     return result
 
 
+HANDOFF_ROUNDS = 301
+
+
+def handoff_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
+    """The runtime's thread hand-off (tierlab_apcache_handoff_ns): median ns
+    from a broadcast to the woken thread running, and of the broadcast
+    itself with a waiter. Neither is in a query's latency as `tierlab query
+    run` measures it, yet every prefetched query the query thread waits for
+    pays it (~5-10 us on a VM)."""
+    from .native import ffi_lib
+
+    ffi, lib = ffi_lib()
+    wake, sig = ffi.new("double *"), ffi.new("double *")
+    rc = lib.tierlab_apcache_handoff_ns(rounds, wake, sig)
+    if rc != 0:
+        raise TierlabError(f"timing the thread hand-off failed (error {rc})")
+    return {"wake_ns": float(wake[0]), "signal_ns": float(sig[0]), "rounds": rounds,
+            "how": "tierlab_apcache_handoff_ns: pthread_cond_broadcast under the mutex to a "
+                   "thread blocked in pthread_cond_wait for 50 us; medians"}
+
+
 def _decode_pass(ffi, lib, path, key, fname, ptr, start, end, lens, prevs, out, reps) -> dict:
     """Gather the sampled blocks of one file back to back and time decoding them."""
     from .query import pin
@@ -503,7 +584,9 @@ def fit_table(table, decode: dict | None = None) -> tuple[dict, dict, dict]:
     query_class, blocks_decoded, postings_scored, freq_blocks_decoded,
     results, latency_ns. decode (decode_costs' result) gives block_ns its
     floor: a DID block's decode time plus a freq block's times the share of
-    decoded DID blocks whose freq block was decoded too. Returns
+    decoded DID blocks whose freq block was decoded too. The fit has
+    result_ns (both types) and, for AND when the table has a
+    shortest_postings column, candidate_ns. Returns
     (coefficients per type, fit quality per type with by_class and the floor,
     the optional `with_results` section: the same fit with a result_ns term)."""
     coef, fit, extended = {}, {}, {}
@@ -521,8 +604,19 @@ def fit_table(table, decode: dict | None = None) -> tuple[dict, dict, dict]:
         if decode and decode.get("did_block_ns") is not None and b.sum() > 0:
             share = float(t["freq_blocks_decoded"].sum()) / float(b.sum())
             floor = decode["did_block_ns"] + share * decode["freq_block_ns"]
-        coef[qtype] = fit_coefficients(b, p, y, cls, block_floor=floor)
-        fit[qtype] = _quality(coef[qtype].predict(b, p), y, cls)
+        # AND: the candidates (shortest list's postings) when the table has them
+        c = t["shortest_postings"].to_numpy(np.float64) \
+            if qtype == "and" and "shortest_postings" in t.columns else None
+        plain = fit_coefficients(b, p, y, cls, block_floor=floor)
+        full = fit_coefficients(b, p, y, cls, results=r, block_floor=floor, candidates=c)
+        # the extra terms only where they explain the latencies: where they do
+        # not, results ~ postings makes them steal from block_ns and posting_ns
+        if _weighted_sse(full.predict(b, p, r, c), y, cls) < \
+                EXTRA_TERMS_GAIN * _weighted_sse(plain.predict(b, p), y, cls):
+            coef[qtype] = full
+        else:
+            coef[qtype] = plain
+        fit[qtype] = _quality(coef[qtype].predict(b, p, r, c), y, cls)
         fit[qtype]["block_ns_floor"] = floor
         ext = fit_coefficients(b, p, y, cls, results=r, block_floor=floor)
         extended[qtype] = ext.as_dict()
@@ -531,6 +625,16 @@ def fit_table(table, decode: dict | None = None) -> tuple[dict, dict, dict]:
                         "and the final sort grow with the results); not part of the model's "
                         "formula, for comparison")
     return coef, fit, extended
+
+
+def _weighted_sse(pred: np.ndarray, y: np.ndarray, cls: np.ndarray) -> float:
+    """fit_coefficients' objective: squared errors relative to the class mean,
+    every class weighted the same."""
+    total = 0.0
+    for c in np.unique(cls):
+        m = cls == c
+        total += float(np.mean(((pred[m] - y[m]) / y[m].mean()) ** 2))
+    return total
 
 
 def _quality(pred: np.ndarray, y: np.ndarray, cls: np.ndarray) -> dict:
@@ -574,6 +678,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
         ext = ix.extents()
         info = dict(ix.info)
         decode = decode_costs(ix, ext, seed=seed)
+    threads = handoff_costs()
     documents = int(info["docs"])
     thr = Thresholds.resolve(documents=documents)
     postings = dict(zip(ext["term"], ext["postings"].astype(np.int64)))
@@ -611,12 +716,15 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
         if mine.any() and not (mine & known).any():
             raise TierlabError(f"every {qtype} query of the workloads has a term that is not in "
                                f"{index}: nothing to fit")
-    table = table[known & (table["latency_ns"] > 0)]
+    table = table[known & (table["latency_ns"] > 0)].copy()
+    table["shortest_postings"] = [min((int(x) for x in str(v).split()), default=0)
+                                  for v in table["term_postings"]]
     coef, fit, with_results = fit_table(table, decode)
     method = (f"tierlab.query.run over {how}, {repeats} runs of {passes} passes "
               f"(last pass each) with the index placed '{placement or 'storage'}'; per-query "
               f"median latency of the runs; per type a non-negative least-squares fit of "
               f"latency ~ query_ns + block_ns * blocks_decoded + posting_ns * postings_scored "
+              f"+ result_ns * results (+ candidate_ns * postings of the shortest list, AND) "
               f"with errors relative to the class's mean latency and every class weighted "
               f"equally, block_ns at least the decode time of its blocks, refitted without the "
               f"worst-fitting {TRIM:.0%} of queries; decode alone "
@@ -626,7 +734,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
                  placement=placement or "storage", machine=machine(),
                  created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), decode=decode,
                  fit=fit, method=method,
-                 extra={"with_results": with_results, "passes": passes, "repeats": repeats, "k": k,
+                 extra={"with_results": with_results, "threads": threads, "passes": passes, "repeats": repeats, "k": k,
                         "workloads": [w.label for w in wls],
                         "index_documents": documents, "index_build_id": info.get("build_id")})
 
@@ -699,4 +807,4 @@ def _tick(bar, done: int, total: int) -> None:
 
 
 __all__ = ["Coefficients", "Costs", "load", "nnls", "fit_coefficients", "measure",
-           "decode_costs", "default", "default_path", "cache_dir"]
+           "decode_costs", "handoff_costs", "default", "default_path", "cache_dir"]

@@ -666,6 +666,11 @@ int64_t tierlab_segcache_alloc(tierlab_segcache *s, uint64_t term, uint64_t n);
 uint64_t tierlab_segcache_free_segments(const tierlab_segcache *s);
 /* Segment i of term's chain (walks next[]); -1 if not cached or past the end. */
 int64_t tierlab_segcache_segment(const tierlab_segcache *s, uint64_t term, uint64_t i);
+/* The segment after `segment` in its chain (next[segment], O(1)): -1 at a
+ * chain's end or for a segment out of range. Walk a chain from its head
+ * (tierlab_segcache_slot) with it; only meaningful for a cached term's
+ * chain (free segments chain to each other too). */
+int64_t tierlab_segcache_next(const tierlab_segcache *s, int64_t segment);
 void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment);
 /* The 4-byte slot of a term: bit 31 cached, bits 0..30 first segment. */
 uint32_t tierlab_segcache_slot(const tierlab_segcache *s, uint64_t term);
@@ -764,6 +769,15 @@ void tierlab_apcache_params_default(tierlab_apcache_params *p);
 int tierlab_apcache_run(const char *index_dir, const char *workload_path,
                         const tierlab_apcache_params *p, const char *out_dir,
                         tierlab_progress_fn progress, void *ctx, char *err, size_t errlen);
+
+/* Hand-off between the runtime's threads, timed as the runtime signals: a
+ * thread blocked in pthread_cond_wait is woken by a broadcast under the
+ * mutex. n rounds (>= 1): *wake_ns the median time from the broadcast to
+ * the woken thread running, *signal_ns the median time the signalling
+ * thread spends in lock + broadcast + unlock with a waiter. The model's
+ * threads resume wake_ns after they are signalled (tierlab/costs.py).
+ * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
+int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns);
 
 #ifdef __cplusplus
 }

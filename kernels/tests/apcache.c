@@ -50,6 +50,46 @@ static void test_device_rule(void) {
     tl_device_destroy(&d);
 }
 
+/* A read whose pread outlasts its planned service time is counted late (and
+ * as a late pread); one planned long enough is not a late pread. */
+static void test_device_late(void) {
+    char path[] = "/tmp/tierlab-late-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "temp file");
+    if (fd < 0) return;
+    unlink(path);
+    enum { LEN = 4 << 20 };
+    uint8_t *buf = calloc(LEN, 1);
+    CHECK(buf && write(fd, buf, LEN) == LEN, "write the temp file");
+    tl_device d;
+    CHECK(tl_device_init(&d, 1, 1e18, 0, 0, 1) == 0, "device init"); /* plans ~0 ns */
+    struct iovec v = {buf, LEN};
+    CHECK(tl_device_read(&d, fd, &v, 1, 0, 0, LEN) == 0, "read 4 MiB");
+    CHECK(atomic_load(&d.late_preads) == 1 && atomic_load(&d.late_reads) == 1 &&
+              atomic_load(&d.late_ns) >= 2000,
+          "a 4 MiB pread outlasts a ~0 ns plan: late");
+    tl_device_destroy(&d);
+    CHECK(tl_device_init(&d, 1, 1e18, 50e6, 0, 1) == 0, "device init"); /* 50 ms */
+    v.iov_base = buf;
+    v.iov_len = 4096;
+    CHECK(tl_device_read(&d, fd, &v, 1, 0, 0, 4096) == 0, "read 4 KiB");
+    CHECK(atomic_load(&d.late_preads) == 0, "a 4 KiB pread fits in 50 ms: not a late pread");
+    tl_device_destroy(&d);
+    free(buf);
+    close(fd);
+}
+
+/* The hand-off timing the model is calibrated with: positive, and a woken
+ * thread runs no sooner than its broadcast (medians of a few rounds). */
+static void test_handoff(void) {
+    double wake = -1, sig = -1;
+    CHECK(tierlab_apcache_handoff_ns(0, &wake, &sig) == TIERLAB_EINVAL, "n = 0");
+    CHECK(tierlab_apcache_handoff_ns(5, NULL, &sig) == TIERLAB_EINVAL, "NULL out");
+    CHECK(tierlab_apcache_handoff_ns(21, &wake, &sig) == 0, "handoff");
+    CHECK(wake > 0 && wake < 1e8 && sig > 0 && sig < 1e8, "wake %.0f ns, signal %.0f ns", wake,
+          sig);
+}
+
 /* ---- 2. the worked examples ------------------------------------------------------ */
 
 #define SEG 64
@@ -329,6 +369,8 @@ static void run_config(int config, uint32_t lookahead, int cores, uint64_t cache
 
 int main(void) {
     test_device_rule();
+    test_device_late();
+    test_handoff();
     test_example_1();
     test_example_2();
     test_pin_guard();

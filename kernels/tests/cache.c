@@ -414,10 +414,16 @@ static void test_segcache_random(void) {
                 int cached = tierlab_cache_contains(pol, u) == 1;
                 uint32_t slot = tierlab_segcache_slot(s, u);
                 bad |= cached != (int)(slot >> 31);
-                if (cached)
+                if (cached) {
                     bad |= tierlab_segcache_segment(s, u, 0) != (int64_t)(slot & 0x7FFFFFFF) ||
                            tierlab_segcache_segment(s, u, len[u] - 1) < 0 ||
                            tierlab_segcache_segment(s, u, len[u]) != -1;
+                    /* next() walks the same chain as segment(i), and ends it */
+                    int64_t g = (int64_t)(slot & 0x7FFFFFFF);
+                    for (uint64_t i = 0; i < len[u] && !bad; i++, g = tierlab_segcache_next(s, g))
+                        bad |= g != tierlab_segcache_segment(s, u, i);
+                    bad |= g != -1;
+                }
             }
         }
         CHECK(!bad, "%s: segment chains broken at step %d", tierlab_policy_name(policy), step);
@@ -429,6 +435,19 @@ static void test_segcache_random(void) {
                   tierlab_segcache_slot(s, 0) == 0 && tierlab_segcache_free_segments(s) == nseg &&
                   tierlab_cache_free_units(pol) == 0,
               "%s: access evicting everything returns every chain", tierlab_policy_name(policy));
+        tierlab_segcache_free(s);
+    }
+    /* next(): out of range is -1 */
+    {
+        tierlab_segcache *s = NULL;
+        CHECK(tierlab_segcache_new(TIERLAB_POLICY_LRU, 4, 4, 16, NULL, &s) == 0, "new");
+        CHECK(tierlab_segcache_alloc(s, 1, 3) == 0, "alloc 3");
+        CHECK(tierlab_segcache_next(s, 0) == 1 && tierlab_segcache_next(s, 1) == 2 &&
+                  tierlab_segcache_next(s, 2) == -1,
+              "next walks a fresh chain 0, 1, 2 and ends it");
+        CHECK(tierlab_segcache_next(s, -1) == -1 && tierlab_segcache_next(s, 4) == -1 &&
+                  tierlab_segcache_next(NULL, 0) == -1,
+              "next out of range");
         tierlab_segcache_free(s);
     }
     /* segments(): bytes plus 8 per block, rounded up */

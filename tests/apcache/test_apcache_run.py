@@ -226,3 +226,23 @@ def test_ctrl_c_writes_partial_results_and_leaves_nothing(setup, tmp_path, targe
 
     for parent in _cgroup_parents():
         assert not (parent / f"tierlab-{child}").exists()
+
+
+# --- the emulated device's accuracy counters and spin policy (device.c) -------------------
+
+@pytest.mark.parametrize("config, cores, threads", [("base", 1, 1), ("base-prefetch", 2, 4)])
+def test_emulated_reads_spin_whole_delays_only_when_every_thread_has_a_cpu(
+        setup, tmp_path, config, cores, threads):
+    """A run reports how many reads returned later than the device timing rule
+    planned and whether the pread itself overran; waits are spun (not slept)
+    up to 200 us only when no thread shares a CPU."""
+    out = tmp_path / config
+    assert _run(setup, out, "--device", "nvme-p4800x", "--cache-size", "64KiB", "--config",
+                config, "--cores", str(cores)) == 0
+    run = _tables(out)["cache_run"].iloc[0]
+    p = json.loads(run["params"])
+    want = 200_000 if threads <= (os.cpu_count() or 1) else 15_000
+    assert p["device_spin_ns"] == want
+    # late reads are a subset of the reads; a late pread is a late read
+    assert 0 <= p["device_late_preads"] <= p["device_late_reads"] <= run["storage_reads"]
+    assert p["device_late_ns"] >= 2000 * p["device_late_reads"]

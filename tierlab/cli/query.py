@@ -61,10 +61,12 @@ def register(sub) -> None:
         "costs", help="measure the per-block cost table the model charges queries with",
         description="Measure the CPU cost of queries on INDEX as the SimPy model charges "
         "them: per query type (single, and) query_ns + block_ns * blocks_decoded + "
-        "posting_ns * postings_scored. Runs the workloads (default: SINGLE and AND workloads "
+        "posting_ns * postings_scored (+ result_ns * hits kept + candidate_ns * postings of the "
+        "shortest list, kept only when they cut the fit's error by 20 %). Runs the workloads "
+        "(default: SINGLE and AND workloads "
         "of the H, M and L classes generated from the index's dictionary) --repeats times "
         "with --passes passes each, takes each query's median warm latency, and fits the "
-        "three coefficients per type by non-negative least squares (errors relative to the "
+        "coefficients per type by non-negative least squares (errors relative to the "
         "class's mean latency, every class weighted equally, block_ns at least the measured "
         "decode time of a block, the worst 1 % of queries left out of a refit). Also times "
         "decoding alone (ns per DID and freq block) as a cross-check and reports the fit "
@@ -223,8 +225,10 @@ def _costs_report(t) -> str:
              f"placement {t.placement}"]
     for qtype in ("single", "and"):
         c = t.coefficients(qtype)
+        extra = "".join(f"  {k} {getattr(c, k):,.2f}" for k in ("result_ns", "candidate_ns")
+                        if getattr(c, k) is not None)
         lines.append(f"{qtype:<10} query_ns {c.query_ns:,.0f}  block_ns {c.block_ns:,.1f}  "
-                     f"posting_ns {c.posting_ns:,.2f}")
+                     f"posting_ns {c.posting_ns:,.2f}{extra}")
     d = t.decode
     if d.get("did_block_ns") is not None:
         lines.append(f"decode     {d['did_block_ns']:,.1f} ns per DID block, "

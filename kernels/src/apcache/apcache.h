@@ -33,6 +33,13 @@
 #define TL_PAGE 4096u
 #define TL_MAX_RA_PAGES 256 /* readahead window <= 1 MiB */
 #define TL_NO_TERM UINT64_MAX
+/* Emulated delays: sleep until this long before the deadline, then spin
+ * (a sleeping thread wakes ~6 us late alone, often ~50 us late when the
+ * runtime's other threads keep the CPUs busy). TL_SPIN_FULL_NS is used when
+ * every runtime thread has a CPU of its own: then a wait shorter than it
+ * (an NVMe read) is spun whole, and never wakes late. */
+#define TL_SPIN_NS 15000u
+#define TL_SPIN_FULL_NS 200000u
 
 uint64_t tl_now_ns(void);
 /* Sleep until t_ns (CLOCK_MONOTONIC), to within about a microsecond. */
@@ -46,10 +53,14 @@ typedef struct tl_device {
     double ns_per_byte;
     uint64_t position_ns; /* read latency + seek */
     uint32_t queue_depth;
+    uint64_t spin_ns;     /* emulated delays: spun for their last spin_ns */
     uint64_t *slot_free;  /* per queue slot: when it is free (CLOCK_MONOTONIC ns) */
     uint64_t last_end;    /* device address where the previous request ended */
     pthread_mutex_t mu;
     _Atomic uint64_t reads, bytes, busy_ns;
+    /* emulated: reads that returned after their planned completion (the
+     * pread itself took longer), and by how much in all: the emulation's error */
+    _Atomic uint64_t late_reads, late_ns, late_preads; /* late_preads: the pread alone overran */
 } tl_device;
 
 int tl_device_init(tl_device *d, int emulated, double bytes_per_s, double latency_ns,
@@ -146,7 +157,6 @@ typedef struct tl_cache_state {
     uint64_t nsegments, segment_bytes, nterms;
     uint32_t *pins;   /* per term: query-thread readers right now */
     uint8_t *ready;   /* per term: chain filled and committed */
-    int32_t *succ;    /* per segment: the next one of its chain (set at allocation) */
     uint64_t filling; /* term whose chain the worker is filling, or TL_NO_TERM */
     int adaptive;
     /* counters */

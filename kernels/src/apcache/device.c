@@ -34,13 +34,13 @@ uint64_t tl_now_ns(void) {
 
 /* Sleeping is precise to a few microseconds only with a small timer slack
  * (the default, 50 us, would add ~60 us to every emulated request; see
- * tl_thread_setup): sleep until TL_SPIN_NS before the deadline, then spin. */
-#define TL_SPIN_NS 15000u
-void tl_sleep_until(uint64_t t_ns) {
+ * tl_thread_setup): sleep until spin_ns before the deadline, then spin. */
+#define TL_LATE_NS 2000u /* a read returning later than this past its plan is late */
+static void tl_sleep_spin(uint64_t t_ns, uint64_t spin_ns) {
     uint64_t now = tl_now_ns();
     if (now >= t_ns) return;
-    if (t_ns - now > TL_SPIN_NS) {
-        uint64_t w = t_ns - TL_SPIN_NS;
+    if (t_ns - now > spin_ns) {
+        uint64_t w = t_ns - spin_ns;
         struct timespec ts = {(time_t)(w / 1000000000u), (long)(w % 1000000000u)};
         while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
         }
@@ -48,6 +48,8 @@ void tl_sleep_until(uint64_t t_ns) {
     while (tl_now_ns() < t_ns) {
     }
 }
+
+void tl_sleep_until(uint64_t t_ns) { tl_sleep_spin(t_ns, TL_SPIN_NS); }
 
 void tl_thread_setup(void) { prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul); }
 
@@ -65,6 +67,7 @@ int tl_device_init(tl_device *d, int emulated, double bytes_per_s, double latenc
         if (!d->slot_free) return TIERLAB_ENOMEM;
     }
     d->last_end = UINT64_MAX;
+    d->spin_ns = TL_SPIN_NS;
     if (pthread_mutex_init(&d->mu, NULL)) {
         free(d->slot_free);
         return TIERLAB_ENOMEM;
@@ -125,6 +128,98 @@ int tl_device_read(tl_device *d, int fd, struct iovec *iov, int iovcnt, uint64_t
     }
     atomic_fetch_add_explicit(&d->reads, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&d->bytes, len, memory_order_relaxed);
-    if (d->emulated) tl_sleep_until(done);
+    if (d->emulated) {
+        if (tl_now_ns() > done + TL_LATE_NS)
+            atomic_fetch_add_explicit(&d->late_preads, 1, memory_order_relaxed);
+        tl_sleep_spin(done, d->spin_ns);
+        uint64_t t = tl_now_ns();
+        if (t > done + TL_LATE_NS) {
+            atomic_fetch_add_explicit(&d->late_reads, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&d->late_ns, t - done, memory_order_relaxed);
+        }
+    }
     return 0;
+}
+
+/* ---- hand-off timing (tierlab_apcache_handoff_ns) ----------------------------- */
+
+typedef struct tl_handoff {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int waiting, gen, quit;
+    _Atomic uint64_t woke_at;
+    _Atomic int acked;
+} tl_handoff;
+
+static void *tl_handoff_waiter(void *arg) {
+    tl_thread_setup();
+    tl_handoff *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->quit) {
+        int g = h->gen;
+        h->waiting = 1;
+        while (g == h->gen && !h->quit) pthread_cond_wait(&h->cv, &h->mu);
+        h->waiting = 0;
+        atomic_store(&h->woke_at, tl_now_ns());
+        atomic_store(&h->acked, 1);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static int tl_cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns) {
+    if (n == 0 || !wake_ns || !signal_ns) return TIERLAB_EINVAL;
+    uint64_t *wake = malloc(n * sizeof *wake), *sig = malloc(n * sizeof *sig);
+    tl_handoff h;
+    memset(&h, 0, sizeof h);
+    if (!wake || !sig || pthread_mutex_init(&h.mu, NULL) || pthread_cond_init(&h.cv, NULL)) {
+        free(wake);
+        free(sig);
+        return TIERLAB_ENOMEM;
+    }
+    tl_thread_setup();
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, tl_handoff_waiter, &h) ? TIERLAB_ENOMEM : 0;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        for (;;) { /* the waiter is blocked in pthread_cond_wait */
+            pthread_mutex_lock(&h.mu);
+            int w = h.waiting;
+            pthread_mutex_unlock(&h.mu);
+            if (w) break;
+        }
+        tl_sleep_until(tl_now_ns() + 50000); /* let it sleep, as a worker waits */
+        atomic_store(&h.acked, 0);
+        uint64_t a = tl_now_ns();
+        pthread_mutex_lock(&h.mu);
+        h.gen++;
+        uint64_t b = tl_now_ns();
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+        sig[i] = tl_now_ns() - a;
+        while (!atomic_load(&h.acked)) {
+        }
+        uint64_t w = atomic_load(&h.woke_at);
+        wake[i] = w > b ? w - b : 0;
+    }
+    if (!rc) {
+        pthread_mutex_lock(&h.mu);
+        h.quit = 1;
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+        pthread_join(t, NULL);
+        qsort(wake, n, sizeof *wake, tl_cmp_u64);
+        qsort(sig, n, sizeof *sig, tl_cmp_u64);
+        *wake_ns = (double)wake[n / 2];
+        *signal_ns = (double)sig[n / 2];
+    }
+    pthread_mutex_destroy(&h.mu);
+    pthread_cond_destroy(&h.cv);
+    free(wake);
+    free(sig);
+    return rc;
 }

@@ -42,8 +42,11 @@ int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_b
     /* A run never takes more than a quarter of the frames, so a thread never
      * needs to evict pages of its own run. */
     pc->max_run = frames / 4 > 0 ? (uint32_t)(frames / 4 < pc->ra_pages ? frames / 4 : pc->ra_pages) : 1;
+    /* populated up front: a first-touch fault per frame inside the read
+     * (~1-2 us each, 32 per readahead window) would make the pread outlast
+     * the emulated service time; the OS page cache has no such cost */
     pc->frames = mmap(NULL, frames * TL_PAGE, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (pc->frames == MAP_FAILED) {
         pc->frames = NULL;
         return TIERLAB_ENOMEM;

@@ -133,6 +133,10 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
         tl_kv_d(f, "device_seek_ns", p->dev_seek_ns);
         tl_kv_u(f, "device_queue_depth", p->dev_queue_depth);
         tl_kv_u(f, "readahead_bytes", p->readahead_bytes);
+        tl_kv_u(f, "device_late_reads", atomic_load(&r->dev.late_reads));
+        tl_kv_u(f, "device_late_ns", atomic_load(&r->dev.late_ns));
+        tl_kv_u(f, "device_late_preads", atomic_load(&r->dev.late_preads));
+        tl_kv_u(f, "device_spin_ns", r->dev.spin_ns);
     }
     tl_kv_s(f, "block_device", r->blk_dev);
     tl_kv_s(f, "slow_tier", p->slow_tier);

@@ -99,6 +99,9 @@ static void tl_wake_all(tl_run *r) {
         pthread_cond_broadcast(&r->pc.loaded);
         pthread_mutex_unlock(&r->pc.mu);
     }
+    pthread_mutex_lock(&r->gate_mu); /* threads still at the start gate */
+    pthread_cond_broadcast(&r->gate_cv);
+    pthread_mutex_unlock(&r->gate_mu);
 }
 
 static void tl_fail(tl_shard *s, int rc, const char *what) {
@@ -108,6 +111,20 @@ static void tl_fail(tl_shard *s, int rc, const char *what) {
     }
     atomic_store(&s->run->failed, 1);
     tl_wake_all(s->run);
+}
+
+/* Wait at the start gate (tl_run's gate_mu); also returns on failure. */
+static void tl_gate_wait(tl_run *r) {
+    pthread_mutex_lock(&r->gate_mu);
+    while (!r->gate_open && !tl_stopping(r)) pthread_cond_wait(&r->gate_cv, &r->gate_mu);
+    pthread_mutex_unlock(&r->gate_mu);
+}
+
+static void tl_gate_open(tl_run *r) {
+    pthread_mutex_lock(&r->gate_mu);
+    r->gate_open = 1;
+    pthread_cond_broadcast(&r->gate_cv);
+    pthread_mutex_unlock(&r->gate_mu);
 }
 
 /* ---- the workload ------------------------------------------------------------- */
@@ -292,6 +309,7 @@ static void *tl_query_thread(void *arg) {
     tl_thread_setup();
     tl_shard *s = arg;
     tl_run *r = s->run;
+    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     int cfg = r->p.config;
     tierlab_query_stats st;
@@ -300,7 +318,9 @@ static void *tl_query_thread(void *arg) {
         uint64_t t0 = tl_now_ns();
         rec->start_ns = t0 - r->t0;
         atomic_store_explicit(&s->q_taken, q + 1, memory_order_release);
-        if (cfg != TIERLAB_APCACHE_BASE) { /* the worker may move on (fixed lookahead) */
+        /* the worker may move on (fixed lookahead only: a broadcast to a
+         * waiting worker costs the query thread a futex wake, ~5 us) */
+        if (tl_is_prefetch(cfg) && r->p.lookahead != TIERLAB_LOOKAHEAD_ADAPTIVE) {
             pthread_mutex_lock(&s->mu);
             pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
@@ -364,7 +384,8 @@ static void *tl_query_thread(void *arg) {
                 if (pinned[i]) tl_query_release(&s->cs, w->term[j0 + i]);
                 if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH) tl_query_term_done(&s->cs);
             }
-            pthread_cond_broadcast(&s->cv);
+            /* hybrid: the broadcast after the query (below) wakes the worker once */
+            if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH) pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
         }
         uint64_t t1 = tl_now_ns();
@@ -415,10 +436,20 @@ static int tl_wait_lookahead(tl_shard *s, uint64_t q) {
     return end;
 }
 
+/* Publish worker progress; wake the query thread only once what it waits
+ * for is there (tl_wait_prefetched): an AND query would otherwise be woken
+ * per term, each wake a futex call and a hand-off (~5-10 us). The query
+ * thread is the only thread that waits on progress. */
 static void tl_worker_published(tl_shard *s, _Atomic uint64_t *counter, uint64_t v) {
+    const tl_workload *w = &s->run->wl;
     pthread_mutex_lock(&s->mu);
     atomic_store_explicit(counter, v, memory_order_release);
-    pthread_cond_broadcast(&s->cv);
+    uint64_t q1 = s->qt_waiting; /* query + 1 it waits for, or 0 */
+    if (q1) {
+        int hp = s->run->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
+        uint64_t have = atomic_load_explicit(hp ? &s->w_occ : &s->w_q, memory_order_relaxed);
+        if (have >= (hp ? w->qfirst[q1] : q1)) pthread_cond_broadcast(&s->cv);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -426,6 +457,7 @@ static void *tl_base_prefetch_worker(void *arg) {
     tl_thread_setup();
     tl_shard *s = arg;
     tl_run *r = s->run;
+    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     for (uint64_t q = 0; q < w->nq && !tl_stopping(r); q++) {
         if (tl_wait_lookahead(s, q)) break;
@@ -472,6 +504,7 @@ static void *tl_hybrid_worker(void *arg) {
     tl_thread_setup();
     tl_shard *s = arg;
     tl_run *r = s->run;
+    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     uint64_t j = 0;
     while (j < w->nocc && !tl_stopping(r)) {
@@ -523,6 +556,7 @@ static void *tl_prefetch_worker(void *arg) {
     tl_thread_setup();
     tl_shard *s = arg;
     tl_run *r = s->run;
+    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     for (uint64_t q = 0; q < w->nq && !tl_stopping(r); q++) {
         if (tl_wait_lookahead(s, q)) break;
@@ -707,7 +741,8 @@ static void tl_take_sample(tl_run *r, uint64_t slow_static) {
 static void *tl_sampler(void *arg) {
     tl_thread_setup();
     tl_run *r = arg;
-    uint64_t slow_static = tl_slow_static_bytes(r);
+    uint64_t slow_static = r->slow_static;
+    tl_gate_wait(r);
     uint64_t period = (uint64_t)r->p.sample_ms * 1000000u;
     uint64_t tick = period < 50000000u ? period : 50000000u;
     uint64_t next_sample = r->t0, next_progress = r->t0, now = r->t0;
@@ -900,6 +935,9 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
                             p->dev_seek_ns, p->dev_queue_depth);
     if (rc) return tl_err(err, errlen, rc, "bad device parameters");
     r->dev_inited = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t threads = (uint64_t)r->nshards * (cfg == TIERLAB_APCACHE_BASE ? 1 : 2);
+    if (cpus > 0 && threads <= (uint64_t)cpus) r->dev.spin_ns = TL_SPIN_FULL_NS;
     uint64_t dev_addr = 0, key = 0;
     for (uint32_t i = 0; i < r->nshards; i++) {
         tl_shard *s = &r->sh[i];
@@ -1040,6 +1078,8 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
 }
 
 static void tl_run_free(tl_run *r) {
+    pthread_mutex_destroy(&r->gate_mu);
+    pthread_cond_destroy(&r->gate_cv);
     for (uint32_t i = 0; r->sh && i < r->nshards; i++) tl_shard_close(&r->sh[i]);
     free(r->sh);
     if (r->pc_inited) tl_pcache_destroy(&r->pc);
@@ -1060,6 +1100,10 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
     if (rc) return rc;
     tl_run *r = calloc(1, sizeof *r);
     if (!r) return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
+    if (pthread_mutex_init(&r->gate_mu, NULL) || pthread_cond_init(&r->gate_cv, NULL)) {
+        free(r);
+        return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
+    }
     r->p = *params;
     snprintf(r->index_dir, sizeof r->index_dir, "%s", index_dir);
     snprintf(r->workload_path, sizeof r->workload_path, "%s", workload_path);
@@ -1082,7 +1126,7 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
         tl_memory_limit(r, entered, why);
         r->io_read0 = tl_proc_io_read_bytes();
         if (tl_blk_stat(r->blk_dev, &r->blk_reads0, &r->blk_ticks0)) r->blk_dev[0] = 0;
-        r->t0 = tl_now_ns();
+        r->slow_static = tl_slow_static_bytes(r);
         if (pthread_create(&r->sampler, NULL, tl_sampler, r) == 0) r->sampler_started = 1;
         void *(*worker)(void *) = cfg == TIERLAB_APCACHE_BASE_PREFETCH ? tl_base_prefetch_worker
                                   : cfg == TIERLAB_APCACHE_HYBRID      ? tl_hybrid_worker
@@ -1099,6 +1143,8 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
                 break;
             }
         }
+        r->t0 = tl_now_ns();
+        tl_gate_open(r);
         for (uint32_t i = 0; i < r->nshards; i++)
             if (r->sh[i].qt_started) pthread_join(r->sh[i].qt, NULL);
         r->t_end = tl_now_ns();

@@ -95,6 +95,13 @@ typedef struct tl_run {
     _Atomic int failed;        /* a thread failed: stop everything */
     _Atomic int sampler_quit;
     uint64_t t0, t_end;
+    /* start gate: every thread is created first, then all leave it at t0, so
+     * no thread starts ahead of another by its creation time (a worker that
+     * starts ~1 ms before its query thread runs ahead and stays there) */
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_cv;
+    int gate_open;
+    uint64_t slow_static; /* tl_slow_static_bytes, computed before t0 */
     tierlab_progress_fn progress;
     void *progress_ctx;
     /* memory limit */

@@ -37,8 +37,7 @@ int tl_cache_state_init(tl_cache_state *cs, int policy, uint64_t nterms, uint64_
     }
     cs->pins = calloc(nterms ? nterms : 1, sizeof *cs->pins);
     cs->ready = calloc(nterms ? nterms : 1, 1);
-    cs->succ = malloc(nsegments * sizeof *cs->succ);
-    return cs->pins && cs->ready && cs->succ ? 0 : TIERLAB_ENOMEM;
+    return cs->pins && cs->ready ? 0 : TIERLAB_ENOMEM;
 }
 
 void tl_cache_state_free(tl_cache_state *cs) {
@@ -46,7 +45,6 @@ void tl_cache_state_free(tl_cache_state *cs) {
     tierlab_segcache_free(cs->sc);
     free(cs->pins);
     free(cs->ready);
-    free(cs->succ);
     memset(cs, 0, sizeof *cs);
 }
 
@@ -78,19 +76,9 @@ static int tl_make_room(tl_cache_state *cs, uint64_t nseg, int rule) {
     return TL_STEP_FILL;
 }
 
-/* Allocate term's chain and note its order in succ[] (the public API walks a
- * chain from its head per segment, so mapping it costs O(n^2) once here and
- * O(n) on every later use: tl_chain_map). */
+/* Allocate term's chain (tl_chain_map walks it with tierlab_segcache_next). */
 static int tl_alloc(tl_cache_state *cs, uint64_t term, uint64_t nseg) {
-    int64_t prev = tierlab_segcache_alloc(cs->sc, term, nseg);
-    if (prev < 0) return -1;
-    for (uint64_t i = 1; i < nseg; i++) {
-        int64_t g = tierlab_segcache_segment(cs->sc, term, i);
-        if (g < 0) return -1;
-        cs->succ[prev] = (int32_t)g;
-        prev = g;
-    }
-    cs->succ[prev] = -1;
+    if (tierlab_segcache_alloc(cs->sc, term, nseg) < 0) return -1;
     cs->filling = term;
     return TL_STEP_FILL;
 }

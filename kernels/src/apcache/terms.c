@@ -46,7 +46,7 @@ int tl_chain_map(tl_cache_state *cs, uint64_t term, uint64_t n, uint8_t **segs) 
     for (uint64_t i = 0; i < n; i++) {
         if (g < 0 || (uint64_t)g >= cs->nsegments) return TIERLAB_EINVAL;
         segs[i] = tierlab_segcache_segment_ptr(cs->sc, g);
-        g = cs->succ[g];
+        g = tierlab_segcache_next(cs->sc, g);
     }
     return g == -1 ? 0 : TIERLAB_EINVAL; /* the chain has exactly n segments */
 }

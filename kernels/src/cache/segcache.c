@@ -117,6 +117,11 @@ int64_t tierlab_segcache_segment(const tierlab_segcache *s, uint64_t term, uint6
     return g;
 }
 
+int64_t tierlab_segcache_next(const tierlab_segcache *s, int64_t segment) {
+    if (s == NULL || segment < 0 || (uint64_t)segment >= s->nsegments) return -1;
+    return s->next[segment];
+}
+
 void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment) {
     if (s == NULL || s->memory == NULL || segment < 0 || (uint64_t)segment >= s->nsegments)
         return NULL;

@@ -1,0 +1,178 @@
+"""Mechanisms the model shares with the native runtime (kernels/src/apcache/):
+the cost table's result and candidate terms, the query thread's read order,
+the readahead cap of a small page cache."""
+from __future__ import annotations
+
+import numpy as np
+from model_helpers import Costs, fast_device, index_of, trace_of
+
+from tierlab import costs as costs_mod
+from tierlab.model.pagecache import PAGE
+from tierlab.model.sim import Params, Simulation, shortest_postings
+
+
+def table(result_ns=0.0, candidate_ns=0.0) -> costs_mod.Costs:
+    single = costs_mod.Coefficients(1000.0, 0.0, 0.0, result_ns=result_ns)
+    and_ = costs_mod.Coefficients(2000.0, 0.0, 0.0, result_ns=result_ns,
+                                  candidate_ns=candidate_ns)
+    return costs_mod.Costs(single=single, and_=and_, codec="pfor-delta256", block_size=256)
+
+
+def latencies(costs, k=1024):
+    ix = index_of([PAGE, PAGE, PAGE], postings=[5000, 300, 800])
+    tr = trace_of([[0], [0, 1], [2, 0]], postings=[5000, 40, 2000])
+    p = Params(config="base", cache_bytes=1 << 20, passes=1, k=k)
+    sim = Simulation(ix, tr, p, costs, fast_device(read_latency_ns=0.0), None).run()
+    return sim.query_rows()["latency_ns"], sim
+
+
+def test_result_and_candidate_terms_are_charged():
+    base, sim = latencies(table())
+    assert shortest_postings(sim.base_trace, sim.index).tolist() == [5000, 300, 800]
+    extra = latencies(table(result_ns=10.0, candidate_ns=3.0))[0] - base
+    # results min(k, postings scored); candidates: the shortest list (AND only)
+    assert extra.tolist() == [10 * 1024, 10 * 40 + 3 * 300, 10 * 1024 + 3 * 800]
+    small_k = latencies(table(result_ns=10.0), k=10)[0] - base
+    assert small_k.tolist() == [100, 100, 100]
+
+
+def test_a_table_without_the_terms_charges_nothing_more():
+    plain = costs_mod.Costs(single=costs_mod.Coefficients(1000.0, 0.0, 0.0),
+                            and_=costs_mod.Coefficients(2000.0, 0.0, 0.0),
+                            codec="pfor-delta256", block_size=256)
+    assert latencies(plain)[0].tolist() == latencies(table())[0].tolist()
+
+
+def reads_of(config, ra_pages, cache_pages, did_pages=8, freq_pages=8):
+    # one term: DID and freq halves of equal size
+    ix = index_of([(did_pages + freq_pages) * PAGE])
+    assert ix.did_bytes[0] == did_pages * PAGE
+    log = []
+    p = Params(config=config, cache_bytes=cache_pages * PAGE, readahead_bytes=ra_pages * PAGE,
+               lookahead=1 if config == "base-prefetch" else None, passes=1)
+    sim = Simulation(ix, trace_of([[0]]), p, Costs(), fast_device(), None, log=log).run()
+    span = sim.pagemap.did_span
+    return [("did" if e[5]["addr"] < span else "freq", e[5]["bytes"] // PAGE, e[2])
+            for e in log if e[3] == "read"]
+
+
+def test_query_thread_reads_in_cursor_order():
+    # DID and freq interleaved, as the runtime's cursor decodes block by block
+    assert reads_of("base", 2, 64) == [("did", 2, "query"), ("freq", 2, "query")] * 4
+
+
+def test_worker_reads_the_did_range_then_the_freq_range():
+    assert reads_of("base-prefetch", 2, 64) == [("did", 2, "worker")] * 4 + \
+        [("freq", 2, "worker")] * 4
+
+
+def test_readahead_is_capped_at_a_quarter_of_the_cache():
+    # the runtime's page cache reads at most frames / 4 pages at once
+    assert {n for _, n, _ in reads_of("base", 32, 8)} == {2}
+    assert [n for _, n, _ in reads_of("base", 32, 64)] == [8, 8]
+
+
+def test_shortest_postings_of_an_empty_query_is_zero():
+    ix = index_of([PAGE], postings=[7])
+    tr = trace_of([[0], []])
+    assert shortest_postings(tr, ix).tolist() == [7, 0]
+    assert np.asarray(shortest_postings(trace_of([]), ix)).size == 0
+
+
+# --- the cost table's extra terms (tierlab/costs.py) -------------------------------
+
+def synthetic_and(rng, n=1500, result_ns=0.0, candidate_ns=0.0):
+    import pandas as pd
+
+    cls = rng.choice(["H", "M", "L"], size=n, p=[0.2, 0.3, 0.5])
+    short = np.where(cls == "H", rng.integers(300, 5000, n), rng.integers(1, 300, n))
+    blocks = np.ceil(short / 256).astype(int) * 2
+    scored = (short * rng.uniform(0.001, 0.05, n)).astype(int)
+    results = np.minimum(scored, 1024)
+    y = 1200 + 300 * blocks + 20 * scored + result_ns * results + candidate_ns * short
+    y = y * rng.lognormal(0, 0.03, n)
+    return pd.DataFrame({"query_type": "and", "query_class": cls, "blocks_decoded": blocks,
+                         "freq_blocks_decoded": blocks, "postings_scored": scored,
+                         "results": results, "shortest_postings": short, "latency_ns": y})
+
+
+def with_single(t):
+    import pandas as pd
+
+    s = t.copy()
+    s["query_type"] = "single"
+    return pd.concat([t, s], ignore_index=True)
+
+
+def test_fit_finds_the_candidate_cost_of_and_queries():
+    rng = np.random.default_rng(5)
+    coef, fit, _ = costs_mod.fit_table(with_single(synthetic_and(rng, candidate_ns=25.0)))
+    assert abs(coef["and"].candidate_ns - 25.0) < 2.5
+    assert fit["and"]["by_class"]["H"]["median_abs_rel_error"] < 0.05
+
+
+def test_fit_leaves_the_extra_terms_out_when_they_explain_nothing():
+    rng = np.random.default_rng(6)
+    coef, _, _ = costs_mod.fit_table(with_single(synthetic_and(rng)))
+    assert coef["and"].candidate_ns is None and coef["and"].result_ns is None
+    assert abs(coef["and"].block_ns - 300) < 30
+
+
+def test_extra_terms_round_trip_and_are_checked(tmp_path):
+    import json
+
+    import pytest
+
+    from tierlab.errors import TierlabError
+
+    t = table(result_ns=4.0, candidate_ns=2.5)
+    back = costs_mod.Costs.load(t.save(tmp_path / "c.json"))
+    assert back.and_.candidate_ns == 2.5 and back.single.result_ns == 4.0
+    assert back.single.candidate_ns is None
+    d = json.loads((tmp_path / "c.json").read_text())
+    d["and"]["candidate_ns"] = -1
+    (tmp_path / "bad.json").write_text(json.dumps(d))
+    with pytest.raises(TierlabError, match="and.candidate_ns"):
+        costs_mod.Costs.load(tmp_path / "bad.json")
+
+
+# --- thread hand-off (the cost table's `threads`) -----------------------------------
+
+class HandoffCosts(Costs):
+    def __init__(self, wake=0.0, signal=0.0, **kw):
+        super().__init__(**kw)
+        self.h = (wake, signal)
+
+    def handoff(self):
+        return self.h
+
+
+def prefetch_run(wake, signal, config="base-prefetch"):
+    ix = index_of([PAGE, PAGE, PAGE])
+    tr = trace_of([[0], [1], [2]])
+    p = Params(config=config, cache_bytes=1 << 20, passes=1,
+               lookahead=16 if config == "base-prefetch" else None)
+    from tierlab import specs
+
+    tier = specs.load("ddr4-2666") if p.hybrid else None
+    sim = Simulation(ix, tr, p, HandoffCosts(wake, signal, query_ns=1000),
+                     fast_device(read_latency_ns=50_000.0), tier).run()
+    return sim.query_rows(), sim
+
+
+def test_a_waiting_query_thread_resumes_wake_ns_after_its_signal():
+    q0, _ = prefetch_run(0, 0)
+    q1, sim = prefetch_run(7000, 0)
+    assert sim.wake_ns == 7000
+    # the first query waits for its prefetch: 7 us longer
+    assert q0["wait_ns"][0] > 0
+    assert q1["wait_ns"][0] - q0["wait_ns"][0] == 7000
+
+
+def test_signalling_a_waiting_worker_costs_the_query_thread():
+    q0, s0 = prefetch_run(0, 0, "hybrid")
+    q1, s1 = prefetch_run(0, 3000, "hybrid")
+    # the copy worker waits for every query's end: each end costs 3 us more,
+    # between queries (latency unchanged)
+    assert (q1["latency_ns"] == q0["latency_ns"]).all()
+    assert (q1["start_ns"] - q0["start_ns"]).tolist() == [0, 3000, 6000]
