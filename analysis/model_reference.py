@@ -64,14 +64,16 @@ def plot_dram(main, path, configs=("base", "hybrid-prefetch"), query_type: str =
 
 
 def plot_multicore(mc, path) -> Path:
-    """QPS and p99 latency against cores, one line per configuration and device."""
+    """QPS and p99 latency against cores, one line per configuration, device and
+    cache size."""
     fig, axes = plt.subplots(1, 2, figsize=(10.5, 4), squeeze=False)
     for ax, metric, label in ((axes[0][0], "qps", "QPS (all cores)"),
                               (axes[0][1], "latency_p99_ns", "p99 latency (ms)")):
-        for (cfg, dev), g in mc.groupby(["config", "device"]):
+        for (cfg, dev, frac), g in mc.assign(frac=_frac(mc)).groupby(
+                ["config", "device", "frac"]):
             g = g.sort_values("cores")
             y = g[metric] / (1e6 if metric != "qps" else 1)
-            ax.plot(g["cores"], y, marker="o", label=f"{cfg}, {dev}")
+            ax.plot(g["cores"], y, marker="o", label=f"{cfg}, {dev}, {frac:.0%} cache")
         ax.set_xlabel("cores (one shard and worker each)")
         ax.set_ylabel(label)
         ax.set_yscale("log")
