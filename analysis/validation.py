@@ -63,17 +63,22 @@ def _norm(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def pair(measured: pd.DataFrame, model: pd.DataFrame) -> pd.DataFrame:
+def pair(measured: pd.DataFrame, model: pd.DataFrame, keys=None) -> pd.DataFrame:
     """One row per parameter combination present in both tables, with
-    `<metric>_measured`, `<metric>_model` and the errors."""
+    `<metric>_measured`, `<metric>_model` and the errors. keys: the columns
+    that identify a run (default PARAM_KEYS; a caller with its own grid ids
+    adds them, e.g. tierlab validate's `cell` and `row_id`)."""
+    keys = list(PARAM_KEYS if keys is None else keys)
     m, p = _norm(measured), _norm(model)
     for name, df in (("measured", m), ("model", p)):
-        dup = df.duplicated(PARAM_KEYS)
+        missing = [k for k in keys if k not in df.columns]
+        if missing:
+            raise TierlabError(f"the {name} table lacks the key column(s) {', '.join(missing)}")
+        dup = df.duplicated(keys)
         if dup.any():
             raise TierlabError(f"the {name} table has {int(dup.sum())} repeated parameter rows; "
                                "give one row per grid cell and configuration")
-    j = m[PARAM_KEYS + METRICS].merge(p[PARAM_KEYS + METRICS], on=PARAM_KEYS,
-                                      suffixes=("_measured", "_model"))
+    j = m[keys + METRICS].merge(p[keys + METRICS], on=keys, suffixes=("_measured", "_model"))
     if j.empty:
         raise TierlabError("the measured and model tables share no parameter combination")
     for k in ("qps", "latency_p99_ns", "latency_mean_ns", "storage_bytes_read"):
@@ -125,15 +130,22 @@ class Summary:
         return all(v["met"] for v in self.checks.values())
 
 
-def summarise(paired: pd.DataFrame, targets: Targets = Targets()) -> tuple[Summary, pd.DataFrame]:
-    """Summary against the targets, and one row per cell with its Kendall tau."""
+def summarise(paired: pd.DataFrame, targets: Targets = Targets(),
+              cell_keys=None) -> tuple[Summary, pd.DataFrame]:
+    """Summary against the targets, and one row per cell with its Kendall tau.
+    cell_keys: the columns of a cell, the group whose configurations are
+    ranked (default CELL_KEYS: every parameter but config; a grid whose
+    configurations differ in lookahead, segment size or DRAM budget gives
+    its own cell id)."""
+    cell_keys = list(CELL_KEYS if cell_keys is None else cell_keys)
     qerr = paired["qps_rel_error"].abs()
     perr = paired["latency_p99_ns_rel_error"].abs()
     pp = pd.concat([paired["page_cache_miss_rate_pp"], paired["segment_cache_miss_rate_pp"]])
     pp = pp.abs().dropna()
     taus = []
-    for key, g in paired.groupby(CELL_KEYS, dropna=False):
-        taus.append({**dict(zip(CELL_KEYS, key)), "configs": len(g),
+    for key, g in paired.groupby(cell_keys, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        taus.append({**dict(zip(cell_keys, key)), "configs": len(g),
                      "kendall_tau": kendall_tau(g["qps_measured"], g["qps_model"])})
     cells = pd.DataFrame(taus)
     ranked = cells[cells["configs"] >= 2]["kendall_tau"].dropna()
@@ -174,6 +186,58 @@ def format_summary(s: Summary, paired: pd.DataFrame) -> str:
         for what, n in bad["diagnosis"].value_counts().items():
             lines.append(f"  {n:4d}  {what}")
     return "\n".join(lines)
+
+
+def by_group(paired: pd.DataFrame, key: str) -> dict:
+    """Median |QPS error|, median |p99 error| and max |miss-rate pp| per value
+    of one column (device, config, ...): where the misses concentrate."""
+    out = {}
+    for val, g in paired.groupby(key, dropna=False):
+        pp = pd.concat([g["page_cache_miss_rate_pp"], g["segment_cache_miss_rate_pp"]]).abs()
+        pp = pp.dropna()
+        out[str(val)] = {"rows": int(len(g)),
+                         "qps_median_abs_rel_error": float(g["qps_rel_error"].abs().median()),
+                         "qps_median_rel_error": float(g["qps_rel_error"].median()),
+                         "p99_median_abs_rel_error":
+                             float(g["latency_p99_ns_rel_error"].abs().median()),
+                         "miss_rate_max_abs_pp": float(pp.max()) if len(pp) else 0.0}
+    return out
+
+
+def format_markdown(paired: pd.DataFrame, s: Summary) -> str:
+    """The error table as markdown: one line per run with measured and
+    predicted QPS, p99 and miss rates, the relative errors and the diagnosis,
+    after the targets."""
+    def f(x, fmt):
+        return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+    lines = ["# Model vs runtime", "",
+             f"{s.rows} paired runs in {s.cells} cells ({s.kendall_cells} with >= 2 "
+             "configurations).", "", "| target | value | threshold | met |", "|---|---|---|---|"]
+    for name, c in s.checks.items():
+        v = c["value"]
+        lines.append(f"| {name} | {f(v, '.3f') if isinstance(v, float) else v} | "
+                     f"{c['target']} | {'yes' if c['met'] else '**no**'} |")
+    lines += ["", "Miss rates in %; errors are (model - measured) / measured, miss-rate errors "
+              "in percentage points.", "",
+              "| device | type | rp | cache bytes | config | QPS meas | QPS model | QPS err | "
+              "p99 ms meas | p99 ms model | p99 err | page miss % meas/model | "
+              "seg miss % meas/model | diagnosis |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in paired.to_dict("records"):
+        pm = f"{f(100 * r['page_cache_miss_rate_measured'], '.1f')} / " \
+             f"{f(100 * r['page_cache_miss_rate_model'], '.1f')}"
+        sm = f"{f(100 * r['segment_cache_miss_rate_measured'], '.1f')} / " \
+             f"{f(100 * r['segment_cache_miss_rate_model'], '.1f')}"
+        lines.append(
+            f"| {r['device']} | {r['query_type']} | {f(r['rp'], 'g')} | {r['cache_bytes']} | "
+            f"{r['config']} | {f(r['qps_measured'], '.1f')} | {f(r['qps_model'], '.1f')} | "
+            f"{f(100 * r['qps_rel_error'], '+.1f')} % | "
+            f"{f(r['latency_p99_ns_measured'] / 1e6, '.3f')} | "
+            f"{f(r['latency_p99_ns_model'] / 1e6, '.3f')} | "
+            f"{f(100 * r['latency_p99_ns_rel_error'], '+.1f')} % | {pm} | {sm} | "
+            f"{r['diagnosis']} |")
+    return "\n".join(lines) + "\n"
 
 
 def parity_plot(paired: pd.DataFrame, path) -> None:

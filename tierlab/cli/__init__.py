@@ -18,9 +18,10 @@ import sys  # noqa: E402
 
 from .. import __version__  # noqa: E402
 from ..errors import TierlabError  # noqa: E402
-from . import apcache, bench, corpus, index, list_, model, query, trace, workload  # noqa: E402
+from . import (apcache, bench, corpus, index, list_, model, query, trace,  # noqa: E402
+               validate, workload)
 
-GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model]
+GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model, validate]
 
 
 def build_parser() -> argparse.ArgumentParser:

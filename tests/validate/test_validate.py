@@ -1,0 +1,248 @@
+"""`tierlab validate`: grid parsing and its errors, a tiny grid end to end
+(runtime + model on a 3 MB generated index, emulated NVMe), resume, and the
+real-device probe and its spec."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tierlab import specs
+from tierlab import validate as V
+from tierlab.cli import main
+from tierlab.errors import TierlabError
+from tierlab.traces.schema import read_table
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = REPO / "analysis" / "grids" / "validate-tiny.yaml"
+GEN = {"generate": {"size": "3MB", "codec": "pfor-delta256", "seed": 0}}
+
+
+def _grid(**over):
+    doc = {"index": GEN, "workload": {"type": "single", "class": "H", "queries": 10, "rp": 0.5},
+           "config": ["base", "hybrid-prefetch"], "cache_fraction": 0.3, "device": "nvme-p4800x"}
+    doc.update(over)
+    return doc
+
+
+# --- parsing ----------------------------------------------------------------------------
+
+def test_rows_are_the_product_without_repeats():
+    g = V.parse(_grid(config=["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
+                      workload={"type": ["single", "and"], "rp": [0.0, 0.5], "queries": 10},
+                      cache_fraction=[0.1, 0.5], device=["hdd-7200", "nvme-p4800x", "real"]))
+    assert len(g.rows) == 4 * 2 * 2 * 2 * 3
+    assert len({r.id for r in g.rows}) == len(g.rows)
+    # a cell holds the four configurations of one parameter combination
+    cells = pd.Series([r.cell for r in g.rows]).value_counts()
+    assert set(cells) == {4} and len(cells) == 24
+
+
+def test_parameters_a_configuration_does_not_use_make_no_extra_rows():
+    g = V.parse(_grid(config=["base", "base-prefetch", "hybrid-prefetch"],
+                      segment_bytes=["16KiB", "32KiB"], lookahead=[8, "adaptive"]))
+    by = pd.Series([r.values["config"] for r in g.rows]).value_counts().to_dict()
+    # base: one row; base-prefetch: lookahead 8 only (no adaptive); hybrid-prefetch: 2 x 2
+    assert by == {"base": 1, "base-prefetch": 1, "hybrid-prefetch": 4}
+
+
+@pytest.mark.parametrize("over, key", [
+    ({"colour": 1}, "'colour'"),
+    ({"device": "floppy"}, "device"),
+    ({"device": ["nvme-p4800x", 3]}, "device"),
+    ({"config": "turbo"}, "config"),
+    ({"workload": {"type": "or"}}, "workload.type"),
+    ({"workload": {"rp": 2}}, "workload.rp"),
+    ({"workload": {"flavour": "x"}}, "'flavour'"),
+    ({"cache_fraction": -1}, "cache_fraction"),
+    ({"cache_bytes": "4MB"}, "cache_bytes and cache_fraction"),
+    ({"cache_fraction": []}, "cache_fraction"),
+    ({"segment_bytes": 100}, "segment_bytes"),
+    ({"lookahead": "soon"}, "lookahead"),
+    ({"index": {"generate": {"size": "3MB", "codec": "zip"}}}, "index.generate.codec"),
+    ({"index": "/nonexistent/idx"}, "index"),
+    ({"policy": "random"}, "policy"),
+    ({"costs": "/nonexistent/costs.json"}, "costs"),
+])
+def test_bad_grids_are_one_line_errors_naming_the_key(tmp_path, capsys, over, key):
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(_grid(**over)))
+    rc = main(["validate", str(path), "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "Traceback" not in err
+    line = [x for x in err.splitlines() if x.startswith("tierlab: error:")]
+    assert len(line) == 1 and key in line[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_grid_file_is_an_error():
+    with pytest.raises(TierlabError, match="cannot read"):
+        V.load("/nonexistent/grid.yaml")
+
+
+# --- a tiny grid end to end ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("validate") / "out"
+    rc = main(["validate", str(TINY), "--out", str(out), "--no-progress"])
+    assert rc == 0
+    return out
+
+
+def test_tiny_grid_writes_every_output(tiny):
+    for f in ("measured.parquet", "model.parquet", "validation.csv", "validation.md",
+              "parity.png", "summary.json", "costs.json"):
+        assert (tiny / f).stat().st_size > 0, f
+    _, m = read_table(tiny / "measured.parquet")
+    _, p = read_table(tiny / "model.parquet")
+    assert set(m["source"]) == {"measured"} and set(p["source"]) == {"model"}
+    assert len(m) == len(p) == 8
+    assert set(m["device_mode"]) == {"emulated"}
+    v = pd.read_csv(tiny / "validation.csv")
+    assert len(v) == 8 and set(v["config"]) == {"base", "base-prefetch", "hybrid",
+                                                "hybrid-prefetch"}
+    s = json.loads((tiny / "summary.json").read_text())
+    assert set(s["targets"]) >= {"qps_median_abs_rel_error", "qps_p90_abs_rel_error",
+                                 "p99_median_abs_rel_error", "miss_rate_max_abs_pp",
+                                 "kendall_tau_mean", "rows"}
+    for t in s["targets"].values():
+        assert set(t) == {"value", "threshold", "met"} and isinstance(t["met"], bool)
+    assert s["targets"]["rows"]["value"] == 8 and s["targets"]["rows"]["met"] is False
+    assert s["cells"] == 2  # SINGLE and AND, four configurations ranked in each
+    md = (tiny / "validation.md").read_text()
+    assert md.count("| nvme-p4800x |") == 8
+
+
+def test_runtime_and_model_read_the_same_inputs(tiny):
+    _, m = read_table(tiny / "measured.parquet")
+    _, p = read_table(tiny / "model.parquet")
+    costs = json.loads((tiny / "costs.json").read_text())
+    for a, b in zip(m.sort_values("config").to_dict("records"),
+                    p.sort_values("config").to_dict("records")):
+        assert a["config"] == b["config"]
+        assert a["workload"] == b["workload"]  # the same query file
+        assert Path(a["workload"]).parent == tiny / "workloads"
+        assert a["cache_bytes"] == b["cache_bytes"] and a["queries"] == b["queries"]
+        assert a["query_type"] == b["query_type"] and a["rp"] == b["rp"]
+        prm = json.loads(b["params"])
+        assert prm["passes"] == 1
+        # calibrated only from the cost table measured on the index
+        assert prm["costs"]["single"] == costs["single"]
+        assert prm["costs"]["and"] == costs["and"]
+        if a["config"].startswith("hybrid"):
+            assert a["slow_tier"] == "dram" and b["slow_tier"] == "ddr4-2666"
+            assert prm["tier_factor"] == pytest.approx(1.0)
+
+
+def test_rerun_skips_finished_rows_and_redoes_a_missing_side(tiny):
+    rows = sorted((tiny / "rows").iterdir())
+    assert len(rows) == 8
+    stamp = {r.name: (r / "measured" / "cache_run.parquet").stat().st_mtime_ns for r in rows}
+    victim = rows[0]
+    import shutil
+    shutil.rmtree(victim / "model")
+    assert main(["validate", str(TINY), "--out", str(tiny), "--no-progress"]) == 0
+    for r in rows:  # no runtime run repeated, the model side of the victim redone
+        assert (r / "measured" / "cache_run.parquet").stat().st_mtime_ns == stamp[r.name]
+    assert (victim / "model" / "cache_run.parquet").exists()
+    assert len(pd.read_csv(tiny / "validation.csv")) == 8
+
+
+def test_changed_generation_parameters_need_another_folder(tiny, tmp_path, capsys):
+    doc = yaml.safe_load(TINY.read_text())
+    doc["index"]["generate"]["seed"] = 7
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["validate", str(path), "--out", str(tiny), "--no-progress"]) == 2
+    assert "another out folder" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_finished_rows(tiny, tmp_path, monkeypatch):
+    import shutil
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("index", "corpus"):  # the inputs of the tiny run, not built again
+        shutil.copytree(tiny / name, out / name)
+    for name in ("index.json", "costs.json"):
+        shutil.copy(tiny / name, out / name)
+    doc = yaml.safe_load(TINY.read_text())
+    doc["workload"]["type"] = "single"
+    grid = V.parse(doc)
+    grid.out = out
+    real_run_row, calls = V.run_row, []
+
+    def interrupted_third(row, *a, **kw):
+        calls.append(row.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real_run_row(row, *a, **kw)
+
+    monkeypatch.setattr(V, "run_row", interrupted_third)
+    with pytest.raises(KeyboardInterrupt):
+        V.run(grid, progress=False, log=lambda m: None)
+    done = [r for r in grid.rows if V.is_done(out, r)]
+    assert [r.id for r in done] == calls[:2]
+    assert len(pd.read_csv(out / "validation.csv")) == 2  # analysed what was finished
+    monkeypatch.setattr(V, "run_row", real_run_row)
+    V.run(grid, progress=False, log=lambda m: None)  # the rerun finishes the rest
+    assert all(V.is_done(out, r) for r in grid.rows)
+
+
+def test_a_failed_runtime_run_is_listed_and_the_grid_goes_on(tiny, tmp_path, monkeypatch,
+                                                             capsys):
+    import shutil
+
+    import tierlab.apcache as apc
+
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("index", "corpus"):
+        shutil.copytree(tiny / name, out / name)
+    for name in ("index.json", "costs.json"):
+        shutil.copy(tiny / name, out / name)
+    real_run = apc.run
+
+    def oom_for_hybrid(index, workload, o, **kw):
+        if kw["config"] == "hybrid":
+            raise TierlabError("apcache run failed: the runtime was killed by signal 9")
+        return real_run(index, workload, o, **kw)
+
+    monkeypatch.setattr(apc, "run", oom_for_hybrid)
+    assert main(["validate", str(TINY), "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "row failed, continuing" in err and "signal 9" in err
+    assert len(list((out / "rows").glob("*/failed.json"))) == 2  # SINGLE and AND
+    assert len(pd.read_csv(out / "validation.csv")) == 6
+    s = json.loads((out / "summary.json").read_text())
+    assert sum("FAILED" in n for n in s["notes"]) == 2
+    monkeypatch.setattr(apc, "run", real_run)
+    assert main(["validate", str(TINY), "--out", str(out), "--no-progress"]) == 0
+    assert not list((out / "rows").glob("*/failed.json"))
+    assert len(pd.read_csv(out / "validation.csv")) == 8
+
+
+# --- the real device ----------------------------------------------------------------------
+
+def test_probe_and_spec(tmp_path):
+    p = V.probe_device(tmp_path, file_bytes=8 * 2**20, random_reads=64, threads=2)
+    assert p["read_bandwidth_bytes_per_s"] > 1e6
+    assert 0 < p["read_4k_median_ns"] < 1e9 and p["read_latency_ns"] >= 0
+    assert p["queue_depth"] >= 1
+    assert not list(tmp_path.glob(".probe-*"))  # the scratch file is removed
+    path = V.write_device_spec(p, tmp_path / "real.yaml", block_device="254:0")
+    s = specs.load(str(path), kind="storage")
+    assert s.name == "real"
+    assert s["read_bandwidth_bytes_per_s"] == pytest.approx(p["read_bandwidth_bytes_per_s"], 1e-6)
+    assert s["queue_depth"] == p["queue_depth"]
+    assert "measured on this machine by tierlab validate on" in s.source("read_latency_ns")
+
+
+def test_host_caching_is_named():
+    assert V.host_caching_suspected({"read_4k_median_ns": 3_000})
+    assert not V.host_caching_suspected({"read_4k_median_ns": 80_000})

@@ -1,0 +1,79 @@
+"""`tierlab validate GRID.yaml`: the SimPy model against the native runtime
+on a grid (tierlab.validate; analysis/validation.py)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .args import paragraphs
+
+_HELP = paragraphs(
+    "Validate the SimPy model (model/) against the native APCache runtime (tierlab apcache "
+    "run) on the same index, the same query files, devices and parameters: for every row of "
+    "the grid (configuration x cache size x RP x device x query type ...) it runs the runtime "
+    "(one cold pass), then the model (passes 1), and pairs their cache_run rows.",
+    "The model is calibrated only from `tierlab query costs` on the index (OUT/costs.json, "
+    "CPU cost per query, block and posting, thread hand-off) and the device specs of "
+    "sim-configs/devices; the device `real` gets a spec measured on this machine by a small "
+    "probe of the disk under the index (OUT/devices/real.yaml: random 4 KiB reads, "
+    "sequential bandwidth, O_DIRECT). Nothing is fitted to the runtime results. The "
+    "runtime's segment cache lives in DRAM, which the model reads as ddr4-2666.",
+    "GRID.yaml keys (any may be a list, and so may the keys of workload; rows = product): "
+    "index (an index folder, or {generate: {size: 50MB, codec: pfor-delta256, seed: 0}} "
+    "built once into OUT/index), workload ({type: [single, and], class: H, queries: 500, rp: "
+    "0.25, seed: 0}, generated once into OUT/workloads/ and read by both), config, "
+    "cache_fraction (of the index's DID + freq bytes) or cache_bytes, device (spec names of "
+    "sim-configs/devices, or real), cores, segment_bytes, lookahead (default: each "
+    "configuration's own; N or adaptive), dram_budget_bytes, policy, readahead_bytes, k, "
+    "costs (measure, or a cost table file), out. An example: analysis/grids/validate.yaml.",
+    "Each row is written at once to OUT/rows/<id>/{measured,model}/; a rerun skips finished "
+    "rows and Ctrl-C keeps them. At the end: OUT/measured.parquet, OUT/model.parquet, "
+    "OUT/validation.csv and OUT/validation.md (per row measured and predicted QPS, p99, miss "
+    "rates and their errors, with the mechanism named where the model misses), "
+    "OUT/parity.png, OUT/summary.json (each target: value, threshold, met). The targets: "
+    "median |QPS error| <= 5 %, p90 <= 15 %, median |p99 error| <= 15 %, miss rates within "
+    "2 percentage points, Kendall tau of the configurations' ranking >= 0.9, >= 48 rows. "
+    "The exit status is 0 whether or not they are met (it is a report); 1 when a runtime run "
+    "failed (the row is left out and listed; a rerun tries it again); 2 on errors.")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="the model against the native runtime on a grid",
+                       description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="example: nice -n 10 tierlab validate analysis/grids/validate.yaml "
+                       "--out runs/validate")
+    p.add_argument("grid", metavar="GRID.yaml")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: the grid's `out`)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=validate_cmd)
+
+
+def validate_cmd(args) -> int:
+    from .. import validate
+
+    grid = validate.load(args.grid)
+    if args.out:
+        grid.out = Path(args.out)
+    print(f"{len(grid.rows)} rows (runtime + model each) into {grid.out}", file=sys.stderr)
+    try:
+        res = validate.run(grid, progress=not args.no_progress and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        print(f"tierlab: interrupted; finished rows are kept in {grid.out / 'rows'} (a rerun "
+              f"continues)", file=sys.stderr)
+        raise
+    if res is None:
+        print("no finished rows")
+        return 0
+    print(res["text"])
+    for n in res["doc"]["notes"]:
+        print(f"note: {n}")
+    for n in res["doc"]["param_mismatches"]:
+        print(f"parameter mismatch: {n}")
+    print(f"wrote {grid.out}/measured.parquet, model.parquet, validation.csv, validation.md, "
+          f"parity.png, summary.json")
+    if res.get("failed"):
+        print(f"{len(res['failed'])} row(s) failed in the runtime and are left out (a rerun "
+              f"tries them again)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,909 @@
+"""`tierlab validate GRID.yaml`: the SimPy model (model/) against the native
+APCache runtime (kernels/src/apcache/, tierlab.apcache) on the same index,
+workload files, devices and parameters, over a grid of cells; the errors,
+rankings and diagnosis come from analysis/validation.py.
+
+The grid file (every key may hold a list, except `index`, `workload` and
+`out`; the keys of a generated `workload` may hold lists too; the rows are
+the cartesian product, one runtime run and one model run each):
+
+    index: {generate: {size: 50MB, codec: pfor-delta256, seed: 0}}  # or an index folder
+    workload: {type: [single, and], class: H, queries: 500, rp: 0.25, seed: 1}
+    config: [base, base-prefetch, hybrid, hybrid-prefetch]
+    cache_fraction: [0.05, 0.2, 0.8]   # of the index's DID + freq bytes; or cache_bytes
+    device: [hdd-7200, nvme-p4800x, real]
+    cores: 1
+    segment_bytes: 32KiB
+    lookahead: default                 # each configuration's own; or N / adaptive
+    dram_budget_bytes: 2MB
+    policy: lru
+    readahead_bytes: 128KiB
+    k: 1024
+    out: validate-out
+
+Calibration (never from the runtime results validated here): the cost
+table of `tierlab query costs` measured once on the index
+(OUT/costs.json), the device specs of sim-configs/devices, and for the
+device `real` a spec measured on this machine by a small probe
+(OUT/devices/real.yaml, `probe_device`). The runtime's segment cache lives
+in DRAM (`--slow-tier dram`), so the model's slow tier is `ddr4-2666`
+(tier factor 1). Both do one cold pass.
+
+Layout of OUT: index/ (a generated index, with corpus/), workloads/,
+costs.json, devices/real.yaml, rows/<row id>/{measured,model}/ (the three
+tables of each run; a row is finished when both hold cache_run.parquet, and
+a rerun skips it), then measured.parquet, model.parquet, validation.csv,
+validation.md, parity.png, summary.json.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import mmap
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+from . import values
+from .errors import TierlabError
+
+GRID_KEYS = ("index", "workload", "config", "cache_bytes", "cache_fraction", "device", "cores",
+             "segment_bytes", "lookahead", "dram_budget_bytes", "policy", "readahead_bytes", "k",
+             "costs", "out")
+WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed")
+GENERATE_KEYS = ("size", "codec", "seed")
+ROW_KEYS = ("config", "cache_bytes", "cache_fraction", "device", "cores", "segment_bytes",
+            "lookahead", "dram_budget_bytes", "policy", "readahead_bytes", "k")
+DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
+            "device": "nvme-p4800x", "cores": 1, "segment_bytes": 32 * 1024,
+            "lookahead": "default", "dram_budget_bytes": 50_000_000, "policy": "lru",
+            "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure",
+            "out": "validate-out"}
+RUNTIME_SLOW_TIER = "dram"         # tierlab.apcache's default segment-cache tier
+MODEL_SLOW_TIER = "ddr4-2666"      # ... which the model reads as this memory spec
+REAL = "real"
+# PARAM_KEYS of analysis/validation.py that the two sides fill differently for
+# the same run (real device name, 0 vs the page cap for unused parameters):
+# set from the grid row on both sides before pairing.
+NORMALISED = ("device", "cache_bytes", "segment_bytes", "lookahead", "dram_budget_bytes")
+
+
+# --- the grid -----------------------------------------------------------------------
+
+@dataclass
+class Row:
+    """One runtime run + one model run."""
+
+    id: str
+    cell: str          # the row without its configuration (ranking group)
+    values: dict       # ROW_KEYS, normalised
+    workload: dict     # type, class, queries, rp, seed
+
+    def label(self) -> str:
+        v = self.values
+        cache = (f"{v['cache_fraction']:g}x" if v["cache_fraction"] is not None
+                 else f"{v['cache_bytes']}B")
+        return (f"{v['config']} {v['device']} {self.workload['type']} rp{self.workload['rp']:g} "
+                f"cache {cache}")
+
+
+@dataclass
+class Grid:
+    index: dict        # {"path": DIR} or {"generate": {size, codec, seed}}
+    rows: list
+    out: Path
+    costs: str         # "measure" or a cost table file
+    doc: dict = field(default_factory=dict)
+
+    def workloads(self) -> list[dict]:
+        seen, out = set(), []
+        for r in self.rows:
+            key = workload_name(r.workload)
+            if key not in seen:
+                seen.add(key)
+                out.append(r.workload)
+        return out
+
+
+def _digest(obj) -> str:
+    text = json.dumps(obj, sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def workload_name(w: dict) -> str:
+    return f"{w['type']}-{w['class']}-n{w['queries']}-rp{w['rp']:g}-s{w['seed']}"
+
+
+def _listed(key: str, v) -> list:
+    if isinstance(v, list):
+        if not v:
+            raise TierlabError(f"grid: key '{key}' has an empty list")
+        return v
+    return [v]
+
+
+def _size(key: str, v) -> int:
+    return values.size(f"grid: {key}", v)
+
+
+def _int(key: str, v, lo: int = 1) -> int:
+    return values.whole(f"grid: {key}", v, lo)
+
+
+def _index(x) -> dict:
+    if isinstance(x, (str, os.PathLike)):
+        p = Path(x)
+        from .index import read_manifest
+
+        try:
+            read_manifest(p)
+        except TierlabError as e:
+            raise TierlabError(f"grid: index: {e}") from None
+        return {"path": str(p)}
+    if not isinstance(x, dict) or set(x) != {"generate"} or not isinstance(x["generate"], dict):
+        raise TierlabError(f"grid: index: an index folder or {{generate: {{size: 50MB, codec: "
+                           f"pfor-delta256, seed: 0}}}}, got {x!r}")
+    g = dict(x["generate"])
+    unknown = [k for k in g if k not in GENERATE_KEYS]
+    if unknown:
+        raise TierlabError(f"grid: index.generate: unknown key '{unknown[0]}'; known: "
+                           f"{', '.join(GENERATE_KEYS)}")
+    from .native import codec as find_codec
+
+    out = {"size": _size("index.generate.size", g.get("size", "50MB")),
+           "codec": g.get("codec", "pfor-delta256"),
+           "seed": _int("index.generate.seed", g.get("seed", 0), 0)}
+    if not isinstance(out["codec"], str):
+        raise TierlabError(f"grid: index.generate.codec: a codec name, got {out['codec']!r}")
+    try:
+        find_codec(out["codec"])
+    except TierlabError as e:
+        raise TierlabError(f"grid: index.generate.codec: {e}") from None
+    return {"generate": out}
+
+
+def _workloads(w) -> list[dict]:
+    if not isinstance(w, dict):
+        raise TierlabError(f"grid: workload: a mapping {{{', '.join(WORKLOAD_KEYS)}}}, got {w!r}")
+    unknown = [k for k in w if k not in WORKLOAD_KEYS]
+    if unknown:
+        raise TierlabError(f"grid: workload: unknown key '{unknown[0]}'; known: "
+                           f"{', '.join(WORKLOAD_KEYS)}")
+    base = {"type": "single", "class": "H", "queries": 500, "rp": 0.25, "seed": 0}
+    base.update(w)
+    axes = {k: _listed(f"workload.{k}", base[k]) for k in WORKLOAD_KEYS}
+    out = []
+    for combo in itertools.product(*axes.values()):
+        g = dict(zip(WORKLOAD_KEYS, combo))
+        if g["type"] not in ("single", "and"):
+            raise TierlabError(f"grid: workload.type: {g['type']!r}; known: single, and")
+        if str(g["class"]).upper() not in ("H", "M", "L"):
+            raise TierlabError(f"grid: workload.class: {g['class']!r}; known: H, M, L")
+        g["class"] = str(g["class"]).upper()
+        g["queries"] = _int("workload.queries", g["queries"])
+        rp = g["rp"]
+        if isinstance(rp, bool) or not isinstance(rp, (int, float)) or not 0 <= rp <= 1:
+            raise TierlabError(f"grid: workload.rp: a probability in [0, 1], got {rp!r}")
+        g["rp"] = float(rp)
+        g["seed"] = _int("workload.seed", g["seed"], 0)
+        out.append(g)
+    return out
+
+
+def _device(v) -> str:
+    from . import specs
+
+    if v == REAL:
+        return v
+    if not isinstance(v, str):
+        raise TierlabError(f"grid: device: a spec name of sim-configs/devices or 'real', got {v!r}")
+    try:
+        specs.load(v, kind="storage")
+    except TierlabError as e:
+        raise TierlabError(f"grid: device: {e}") from None
+    return v
+
+
+def _row_values(r: dict) -> dict | None:
+    """Check one combination; None when it is not a row (adaptive lookahead
+    for base-prefetch). Rows that repeat another are dropped by the caller."""
+    from . import apcache
+
+    v = dict(r)
+    if v["config"] not in apcache.configs():
+        raise TierlabError(f"grid: config: unknown configuration '{v['config']}'; known: "
+                           f"{', '.join(apcache.configs())}")
+    if v["policy"] not in apcache.policies():
+        raise TierlabError(f"grid: policy: unknown policy '{v['policy']}'; known: "
+                           f"{', '.join(apcache.policies())}")
+    v["device"] = _device(v["device"])
+    from .model.config import check_run_sizes
+
+    check_run_sizes(v, "grid: ")
+    if v["cache_bytes"] is not None:
+        v["cache_bytes"] = _size("cache_bytes", v["cache_bytes"])
+    else:
+        f = v["cache_fraction"]
+        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f:
+            raise TierlabError(f"grid: cache_fraction: a share of the index's DID + freq bytes "
+                               f"> 0, got {f!r}")
+        v["cache_fraction"] = float(f)
+    la = v["lookahead"]
+    cfg = v["config"]
+    if cfg in ("base", "hybrid"):
+        if not (la in ("default", None, "none", "adaptive") or _is_la(la)):
+            _bad_la(la)
+        v["lookahead"] = None  # no lookahead: one row whatever the list holds
+    elif la in ("default", None):
+        v["lookahead"] = None
+    elif la == "adaptive":
+        if cfg != "hybrid-prefetch":
+            return None  # base-prefetch has no adaptive lookahead: not a row
+    elif _is_la(la):
+        v["lookahead"] = int(la)
+    else:
+        _bad_la(la)
+    if not cfg.startswith("hybrid"):  # unused parameters: one row, not one per value
+        v["segment_bytes"] = None
+        v["dram_budget_bytes"] = None
+    return v
+
+
+def _is_la(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int) and x >= 1
+
+
+def _bad_la(x):
+    raise TierlabError(f"grid: lookahead: default, adaptive or a number of queries >= 1, got {x!r}")
+
+
+def parse(doc, where: str = "grid") -> Grid:
+    """Validate a grid document and expand it into rows; a TierlabError
+    names the bad key."""
+    if not isinstance(doc, dict):
+        raise TierlabError(f"{where}: a grid is a YAML mapping of keys to values or lists")
+    unknown = [k for k in doc if k not in GRID_KEYS]
+    if unknown:
+        raise TierlabError(f"{where}: unknown key '{unknown[0]}'; known: {', '.join(GRID_KEYS)}")
+    if "index" not in doc:
+        raise TierlabError(f"{where}: index: give an index folder or {{generate: {{size: 50MB}}}}")
+    if "workload" not in doc:
+        raise TierlabError(f"{where}: workload: give {{type, class, queries, rp, seed}}")
+    if doc.get("cache_bytes") is not None and doc.get("cache_fraction") is not None:
+        raise TierlabError(f"{where}: cache_bytes and cache_fraction: give one of them, not both")
+    if doc.get("cache_bytes") is None and doc.get("cache_fraction") is None:
+        raise TierlabError(f"{where}: cache_fraction: give cache_fraction (of the index's DID + "
+                           "freq bytes) or cache_bytes")
+    index = _index(doc["index"])
+    wls = _workloads(doc["workload"])
+    out = doc.get("out", DEFAULTS["out"])
+    if not isinstance(out, (str, os.PathLike)):
+        raise TierlabError(f"{where}: out: a folder, got {out!r}")
+    costs = doc.get("costs", DEFAULTS["costs"])
+    if not isinstance(costs, (str, os.PathLike)) or (costs != "measure"
+                                                     and not Path(costs).is_file()):
+        raise TierlabError(f"{where}: costs: 'measure' (tierlab query costs on the index) or a "
+                           f"cost table file, got {costs!r}")
+    vals = {k: _listed(k, doc.get(k, DEFAULTS.get(k))) for k in ROW_KEYS}
+    rows, seen = [], set()
+    for combo in itertools.product(*vals.values(), range(len(wls))):
+        r = _row_values(dict(zip(ROW_KEYS, combo[:-1])))
+        if r is None:
+            continue
+        w = wls[combo[-1]]
+        rid = _digest({"row": r, "workload": w, "index": index})
+        if rid in seen:
+            continue
+        seen.add(rid)
+        group = {k: x for k, x in r.items() if k not in ("config", "lookahead", "segment_bytes",
+                                                         "dram_budget_bytes")}
+        cell = _digest({"cell": group, "workload": w, "index": index})
+        rows.append(Row(rid, cell, r, w))
+    return Grid(index=index, rows=rows, out=Path(out), costs=str(costs), doc=doc)
+
+
+def load(path) -> Grid:
+    return parse(values.read_yaml(path) or {}, str(path))
+
+
+# --- inputs: index, workloads, costs, the real device -------------------------------------
+
+def prepare_index(grid: Grid, log=print) -> Path:
+    """The index folder: the given one, or generated once into OUT/index."""
+    from . import corpus as corpus_mod
+    from . import index as index_mod
+
+    if "path" in grid.index:
+        return Path(grid.index["path"])
+    g = grid.index["generate"]
+    idx = grid.out / "index"
+    spec_file = grid.out / "index.json"
+    if (idx / "manifest.json").exists():
+        try:
+            old = json.loads(spec_file.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old != g:
+            raise TierlabError(f"{idx} was generated with {old}, the grid asks for {g}: give "
+                               f"another out folder")
+        return idx
+    grid.out.mkdir(parents=True, exist_ok=True)
+    cdir = grid.out / "corpus"
+    cdir.mkdir(exist_ok=True)
+    corpus = cdir / "corpus.txt"
+    if not corpus.exists():
+        log(f"generating a {g['size'] / 1e6:g} MB corpus (seed {g['seed']}) ...")
+        corpus_mod.generate(corpus, corpus_mod.GenerateParams(size_bytes=g["size"],
+                                                              seed=g["seed"]), progress=False)
+    log(f"building the {g['codec']} index ...")
+    if idx.exists():
+        shutil.rmtree(idx)
+    index_mod.build(corpus, idx, codec=g["codec"])
+    spec_file.write_text(json.dumps(g) + "\n")
+    return idx
+
+
+def _term_table(grid: Grid, index: Path) -> tuple[dict, str]:
+    """workload.generate's source: the generated corpus, or a term table
+    written from the index's dictionary (postings; occurrences = postings)."""
+    if "generate" in grid.index:
+        return {"corpus": grid.out / "corpus" / "corpus.txt"}, "corpus"
+    from .index import Index
+
+    table = grid.out / "workloads" / "index-terms.tsv"
+    with Index(index) as ix:
+        ext = ix.extents()
+        docs = int(ix.info["docs"])
+    if not table.exists():
+        table.parent.mkdir(parents=True, exist_ok=True)
+        t = ext[["term", "postings"]].copy()
+        t["occurrences"] = t["postings"]
+        t.to_csv(table, sep="\t", index=False)
+    return {"terms": table, "documents": docs}, "index dictionary"
+
+
+def prepare_workloads(grid: Grid, index: Path) -> dict:
+    """One query file per workload of the grid (tierlab.workload.generate),
+    read by the runtime and the model alike: {name: path}."""
+    from . import workload as wl
+
+    src, _ = _term_table(grid, index)
+    d = grid.out / "workloads"
+    d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for w in grid.workloads():
+        name = workload_name(w)
+        path = d / f"{name}.queries"
+        if not path.exists() or not wl.stats_path(path).exists():
+            wl.generate(path, cls=w["class"], qtype=w["type"], queries=w["queries"], rp=w["rp"],
+                        seed=w["seed"], **src)
+        out[name] = path
+    return out
+
+
+def prepare_costs(grid: Grid, index: Path, log=print):
+    """The cost table: the grid's file, or `tierlab query costs` on the index
+    (measured once, OUT/costs.json)."""
+    from . import costs as costs_mod
+
+    if grid.costs != "measure":
+        return costs_mod.Costs.load(grid.costs), Path(grid.costs)
+    path = grid.out / "costs.json"
+    if path.exists():
+        return costs_mod.Costs.load(path), path
+    log("calibrating: tierlab query costs on the index (CPU cost per query, block, posting) ...")
+    table = costs_mod.measure(index)
+    table.save(path)
+    return table, path
+
+
+# --- the real device: a probe ------------------------------------------------------------
+
+def _aligned(n: int) -> mmap.mmap:
+    return mmap.mmap(-1, n)  # page-aligned, as O_DIRECT needs
+
+
+def _open_direct(path: Path) -> tuple[int, bool]:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECT", 0)
+    try:
+        return os.open(path, flags), bool(getattr(os, "O_DIRECT", 0))
+    except OSError:
+        return os.open(path, os.O_RDONLY), False
+
+
+def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2000,
+                 seq_chunk: int = 2**20, threads: int = 4, seed: int = 0) -> dict:
+    """Measure the storage under `folder`: a scratch file of file_bytes
+    (written, fsynced, dropped from the page cache), then random 4 KiB reads
+    at queue depth 1 (median latency), random 4 KiB reads from `threads`
+    threads (IOPS -> the parallelism the device offers) and one sequential
+    pass in seq_chunk reads (bandwidth). O_DIRECT where the file system
+    allows it, else posix_fadvise DONTNEED before each phase. The scratch
+    file is removed. Returns the numbers and how they were taken."""
+    import random
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = folder / f".probe-{os.getpid()}.bin"
+    page = 4096
+    try:
+        with open(scratch, "wb") as f:
+            block = os.urandom(2**20)
+            for _ in range(file_bytes // len(block)):
+                f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+        size = scratch.stat().st_size
+        pages = size // page
+
+        def drop():
+            fd = os.open(scratch, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+        drop()
+        fd, direct = _open_direct(scratch)
+        rng = random.Random(seed)
+        buf = _aligned(page)
+        lat = []
+        try:
+            for _ in range(random_reads):
+                off = rng.randrange(pages) * page
+                t0 = time.perf_counter_ns()
+                os.preadv(fd, [buf], off)
+                lat.append(time.perf_counter_ns() - t0)
+        finally:
+            os.close(fd)
+        lat.sort()
+        median = lat[len(lat) // 2]
+        # parallel random reads: IOPS with `threads` readers
+        drop()
+        per = max(random_reads // threads, 1)
+        done = [0] * threads
+
+        def reader(i):
+            f2, _ = _open_direct(scratch)
+            b = _aligned(page)
+            r = random.Random(seed + 1 + i)
+            try:
+                for _ in range(per):
+                    os.preadv(f2, [b], r.randrange(pages) * page)
+                    done[i] += 1
+            finally:
+                os.close(f2)
+
+        ts = [threading.Thread(target=reader, args=(i,)) for i in range(threads)]
+        t0 = time.perf_counter_ns()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        par_ns = time.perf_counter_ns() - t0
+        iops_par = sum(done) / (par_ns / 1e9)
+        # sequential bandwidth
+        drop()
+        fd, _ = _open_direct(scratch)
+        big = _aligned(seq_chunk)
+        try:
+            t0 = time.perf_counter_ns()
+            off = 0
+            while off < size:
+                n = os.preadv(fd, [big], off)
+                if n <= 0:
+                    break
+                off += n
+            seq_ns = time.perf_counter_ns() - t0
+        finally:
+            os.close(fd)
+        bw = off / (seq_ns / 1e9)
+    finally:
+        scratch.unlink(missing_ok=True)
+    # positioning = latency of a 4 KiB random read minus its transfer time
+    read_latency = max(median - page / bw * 1e9, 0.0)
+    qd = max(1, min(64, round(iops_par * median / 1e9)))
+    return {"read_latency_ns": float(read_latency), "read_4k_median_ns": float(median),
+            "read_4k_p90_ns": float(lat[int(0.9 * (len(lat) - 1))]),
+            "read_bandwidth_bytes_per_s": float(bw), "iops_parallel": float(iops_par),
+            "threads": threads, "queue_depth": int(qd), "o_direct": direct,
+            "file_bytes": int(size), "random_reads": random_reads, "seq_chunk_bytes": seq_chunk,
+            "folder": str(folder)}
+
+
+def host_caching_suspected(p: dict) -> bool:
+    """A 4 KiB random read well below any SSD's (~20 us) reads a cache, not a disk."""
+    return p["read_4k_median_ns"] < 20_000
+
+
+def write_device_spec(p: dict, path, *, block_device: str = "") -> Path:
+    """A storage spec (sim-configs format) from a probe's numbers."""
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    src = f"measured on this machine by tierlab validate on {date}"
+    how = ("O_DIRECT" if p["o_direct"] else "buffered reads after posix_fadvise DONTNEED")
+    doc = {
+        "name": REAL, "kind": "storage",
+        "description": (f"the disk under {p['folder']}"
+                        + (f" ({block_device})" if block_device else "")
+                        + f"; {p['file_bytes'] >> 20} MiB scratch file, {how}"
+                        + ("; WARNING: 4 KiB reads at about memory speed, the host caches them"
+                           if host_caching_suspected(p) else "")),
+        "read_bandwidth_bytes_per_s": {
+            "value": round(p["read_bandwidth_bytes_per_s"]),
+            "source": f"{src}: one sequential pass in {p['seq_chunk_bytes'] >> 10} KiB reads "
+                      f"({how})"},
+        "read_latency_ns": {
+            "value": round(p["read_latency_ns"]),
+            "source": f"{src}: median of {p['random_reads']} random 4 KiB reads at queue depth "
+                      f"1 ({p['read_4k_median_ns'] / 1e3:.1f} us, p90 "
+                      f"{p['read_4k_p90_ns'] / 1e3:.1f} us) minus the transfer time ({how})"},
+        "queue_depth": {
+            "value": int(p["queue_depth"]),
+            "source": f"{src}: {p['iops_parallel']:.0f} IOPS with {p['threads']} threads x "
+                      f"median latency, rounded (the parallelism the device gave)"},
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
+    return path
+
+
+def read_ahead_kb(dev: str) -> int | None:
+    """The kernel's readahead (KiB) of block device MAJ:MIN (a partition's
+    disk for a partition), which mmap page faults of the real device use."""
+    if not dev:
+        return None
+    base = Path("/sys/dev/block") / dev
+    for q in (base / "queue" / "read_ahead_kb", base / ".." / "queue" / "read_ahead_kb"):
+        try:
+            return int(q.read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def real_readahead(probe: dict, default: int) -> int:
+    """The model's readahead window for the real device: the disk's
+    read_ahead_kb, clipped to what the model takes (4 KiB .. 1 MiB)."""
+    kb = probe.get("read_ahead_kb") if probe else None
+    if not kb:
+        return default
+    return max(4096, min(int(kb) * 1024, 2**20))
+
+
+def prepare_real(grid: Grid, index: Path, log=print) -> tuple[Path | None, dict]:
+    """OUT/devices/real.yaml (probed once) when the grid uses `real`."""
+    if not any(r.values["device"] == REAL for r in grid.rows):
+        return None, {}
+    path = grid.out / "devices" / "real.yaml"
+    probe_file = grid.out / "devices" / "real-probe.json"
+    if path.exists() and probe_file.exists():
+        return path, json.loads(probe_file.read_text())
+    log("probing the disk under the index (random 4 KiB reads, sequential bandwidth) ...")
+    p = probe_device(index.resolve().parent)
+    try:
+        st = os.stat(index / "dids.bin")
+        p["block_device"] = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    except OSError:
+        p["block_device"] = ""
+    p["read_ahead_kb"] = read_ahead_kb(p["block_device"])
+    p["host_caching_suspected"] = host_caching_suspected(p)
+    write_device_spec(p, path, block_device=p["block_device"])
+    probe_file.write_text(json.dumps(p, indent=1) + "\n")
+    return path, p
+
+
+# --- running -----------------------------------------------------------------------------
+
+def _index_bytes(index: Path) -> int:
+    """DID + freq bytes without the two file headers (the runtime's index_bytes)."""
+    return sum((index / f).stat().st_size for f in ("dids.bin", "freqs.bin")) - 2 * 128
+
+
+def cache_bytes(row: Row, index_bytes: int) -> int:
+    v = row.values
+    if v["cache_bytes"] is not None:
+        return int(v["cache_bytes"])
+    return max(int(round(v["cache_fraction"] * index_bytes)), 4096)
+
+
+def _runtime_args(row: Row, cache: int) -> dict:
+    v = row.values
+    hybrid = v["config"].startswith("hybrid")
+    kw = {"config": v["config"], "cache_size": cache, "policy": v["policy"],
+          "cores": v["cores"], "k": v["k"], "readahead": v["readahead_bytes"],
+          "device": v["device"], "slow_tier": RUNTIME_SLOW_TIER, "lookahead": v["lookahead"]}
+    if hybrid:
+        kw["segment_size"] = v["segment_bytes"]
+        kw["dram_budget"] = v["dram_budget_bytes"]
+    return kw
+
+
+def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
+               real_spec: Path | None, probe: dict | None = None) -> dict:
+    v = row.values
+    hybrid = v["config"].startswith("hybrid")
+    real = v["device"] == REAL
+    # the real device's page faults read ahead by the disk's read_ahead_kb, not
+    # by the grid's readahead_bytes (that one is the emulated page cache's)
+    ra = real_readahead(probe, v["readahead_bytes"]) if real else v["readahead_bytes"]
+    doc = {"config": v["config"], "policy": v["policy"],
+           "device": str(real_spec) if real else v["device"],
+           "slow_tier": MODEL_SLOW_TIER, "index": str(index), "workload": {"file": str(workload)},
+           "cache_bytes": cache, "readahead_bytes": ra, "cores": v["cores"],
+           "k": v["k"], "passes": 1, "costs": str(costs_path), "name": f"validate {row.id}"}
+    if hybrid:
+        doc["segment_bytes"] = v["segment_bytes"]
+        doc["dram_budget_bytes"] = v["dram_budget_bytes"]
+    if v["lookahead"] is not None:
+        doc["lookahead"] = v["lookahead"]
+    return doc
+
+
+def _swap_in(tmp: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def row_dir(out: Path, row: Row) -> Path:
+    return out / "rows" / row.id
+
+
+def is_done(out: Path, row: Row) -> bool:
+    d = row_dir(out, row)
+    return all((d / side / "cache_run.parquet").exists() for side in ("measured", "model"))
+
+
+def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
+            real_spec: Path | None, index_bytes: int, probe: dict | None = None,
+            progress=None) -> bool:
+    """The runtime run, then the model run, of one row, each written to its
+    folder at once (a temporary name renamed into place). A runtime run that
+    fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
+    tries it again."""
+    from . import apcache
+    from .model import config as cfgmod
+
+    d = row_dir(out, row)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "row.json").write_text(json.dumps({"id": row.id, "cell": row.cell, **row.values,
+                                            "workload": row.workload}, indent=1, default=str)
+                                + "\n")
+    cache = cache_bytes(row, index_bytes)
+    if not (d / "measured" / "cache_run.parquet").exists():
+        tmp = d / f".measured.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            apcache.run(index, workload, tmp, progress=progress, **_runtime_args(row, cache))
+        except TierlabError as e:  # e.g. OOM-killed in its cgroup: a failed row, not the grid
+            shutil.rmtree(tmp, ignore_errors=True)
+            (d / "failed.json").write_text(json.dumps({"side": "measured", "error": str(e)})
+                                           + "\n")
+            return False
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _swap_in(tmp, d / "measured")
+        (d / "failed.json").unlink(missing_ok=True)
+    if not (d / "model" / "cache_run.parquet").exists():
+        cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real_spec,
+                                         probe),
+                              f"row {row.id}")
+        res = cfgmod.run(cfg, costs=costs)
+        tmp = d / f".model.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cfgmod.write(res, tmp)
+        _swap_in(tmp, d / "model")
+    return True
+
+
+def collect(grid: Grid) -> tuple:
+    """(measured, model) cache_run DataFrames of the finished rows, with the
+    columns row_id, cell and device_label added."""
+    import pandas as pd
+
+    from .traces.schema import read_table
+
+    meas, mod = [], []
+    for r in grid.rows:
+        if not is_done(grid.out, r):
+            continue
+        d = row_dir(grid.out, r)
+        for side, acc in (("measured", meas), ("model", mod)):
+            _, df = read_table(d / side / "cache_run.parquet")
+            df["row_id"] = r.id
+            df["cell"] = r.cell
+            df["device_label"] = r.values["device"]
+            acc.append(df)
+    if not meas:
+        return None, None
+    return pd.concat(meas, ignore_index=True), pd.concat(mod, ignore_index=True)
+
+
+def _normalise(df):
+    """The PARAM_KEYS the runtime and the model spell differently for one run,
+    from the grid row (both sides alike); what each side reported is kept in
+    <key>_reported."""
+    out = df.copy()
+    for k in NORMALISED:
+        out[f"{k}_reported"] = out[k].astype(str)
+    out["device"] = out["device_label"]
+    hybrid = out["config"].str.startswith("hybrid")
+    out["segment_bytes"] = out["segment_bytes"].where(hybrid, 0)
+    out["dram_budget_bytes"] = out["dram_budget_bytes"].where(hybrid, 0)
+    out["lookahead"] = out["lookahead"].astype(str)
+    return out
+
+
+def param_mismatches(measured, model) -> list[str]:
+    """Rows where the runtime and the model report different parameters for
+    the same run (after the spelling differences of NORMALISED)."""
+    from .analysis.validation import PARAM_KEYS
+
+    a = _normalise(measured).set_index("row_id")
+    b = _normalise(model).set_index("row_id")
+    out = []
+    for k in PARAM_KEYS:
+        x, y = a[k].astype(str), b[k].reindex(a.index).astype(str)
+        bad = x[x != y]
+        for rid in bad.index[:3]:
+            out.append(f"row {rid}: {k} measured {x[rid]} vs model {y[rid]}")
+    return out
+
+
+def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
+    """Pair, summarise and write the tables, the plot and the summary."""
+    from .analysis import validation as val
+    from .traces.schema import write_table
+
+    out = grid.out
+    schema_cols = [c for c in measured.columns if c not in ("row_id", "cell", "device_label")]
+    write_table("cache_run", measured[schema_cols], out / "measured.parquet")
+    write_table("cache_run", model[schema_cols], out / "model.parquet")
+    m, p = _normalise(measured), _normalise(model)
+    keys = val.PARAM_KEYS + ["cell", "row_id"]
+    paired = val.pair(m, p, keys=keys)
+    summary, cells = val.summarise(paired, cell_keys=["cell"])
+    # the same targets without the real device (emulated devices only), when both exist
+    emulated = None
+    if (paired["device"] == REAL).any() and (paired["device"] != REAL).any():
+        emulated, _ = val.summarise(paired[paired["device"] != REAL], cell_keys=["cell"])
+    paired = paired.sort_values(["device", "query_type", "cache_bytes", "config"])
+    tmp = out / f".validation.csv.tmp-{os.getpid()}"
+    paired.to_csv(tmp, index=False)
+    os.replace(tmp, out / "validation.csv")
+    (out / "validation.md").write_text(val.format_markdown(paired, summary))
+    val.parity_plot(paired, out / "parity.png")
+    mism = param_mismatches(measured, model)
+    doc = {"rows": summary.rows, "cells": summary.cells, "met": summary.met,
+           "targets": {k: {"value": c["value"], "threshold": c["target"], "met": bool(c["met"])}
+                       for k, c in summary.checks.items()},
+           "diagnosis": {str(k): int(n) for k, n in
+                         paired.loc[paired["diagnosis"] != "ok", "diagnosis"].value_counts()
+                         .items()},
+           "by_device": val.by_group(paired, "device"),
+           "by_config": val.by_group(paired, "config"),
+           "targets_emulated_devices_only": None if emulated is None else {
+               k: {"value": c["value"], "threshold": c["target"], "met": bool(c["met"])}
+               for k, c in emulated.checks.items()},
+           "param_mismatches": mism, "notes": list(extra_notes),
+           "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    (out / "summary.json").write_text(json.dumps(doc, indent=1, default=_json) + "\n")
+    text = val.format_summary(summary, paired)
+    if emulated is not None:
+        text += "\nwithout the real device (emulated devices only):\n" + "\n".join(
+            val.format_summary(emulated, paired[paired["device"] != REAL]).splitlines()[:7])
+    return {"summary": summary, "paired": paired, "cells": cells, "doc": doc, "text": text}
+
+
+def real_cap_notes(measured) -> list[str]:
+    """How the runtime capped the page cache on the real device (a cgroup,
+    raised below 4 MiB, or not at all), counted over the real-device runs."""
+    import re
+
+    lim = measured.loc[measured["device_mode"] == "real", "memory_limit_enforced"].astype(str)
+    if not len(lim):
+        return []
+    kinds = lim.map(lambda t: re.sub(r"\(/.*\)$", "", re.sub(r"[0-9]+", "N", t)).strip())
+    out = []
+    for k, n in kinds.value_counts().items():
+        out.append(f"real device page-cache cap, {n} run(s): {k}")
+    raised = lim.str.contains("raised from").sum()
+    if raised:
+        out.append(f"real device: {raised} run(s) had their page-cache cap raised by the runtime "
+                   "(smaller cgroup caps get it OOM-killed) while the model keeps the grid's cap: "
+                   "those rows compare different page-cache sizes")
+    return out
+
+
+def _json(x):
+    try:
+        import numpy as np
+
+        if isinstance(x, np.generic):
+            return x.item()
+    except ImportError:
+        pass
+    return str(x)
+
+
+def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
+    """Prepare the inputs, run every unfinished row (runtime then model),
+    then analyse all finished rows. Ctrl-C keeps the finished rows (and
+    analyses them) and re-raises."""
+    from tqdm import tqdm
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    grid.out.mkdir(parents=True, exist_ok=True)
+    (grid.out / "grid.yaml").write_text(yaml.safe_dump(grid.doc, sort_keys=False,
+                                                       default_flow_style=None))
+    index = prepare_index(grid, log)
+    wfiles = prepare_workloads(grid, index)
+    costs, costs_path = prepare_costs(grid, index, log)
+    real_spec, probe = prepare_real(grid, index, log)
+    notes = []
+    if probe:
+        notes.append(
+            f"real device {probe.get('block_device', '')}: 4 KiB random read median "
+            f"{probe['read_4k_median_ns'] / 1e3:.1f} us, sequential "
+            f"{probe['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s, queue depth "
+            f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real_spec}")
+        ra = probe.get("read_ahead_kb")
+        if ra:
+            notes.append(f"real device: the disk's read_ahead_kb is {ra}; the model reads "
+                         f"ahead {real_readahead(probe, 0) >> 10} KiB there (its maximum is "
+                         f"1 MiB)" + (" - less than the runtime's page faults read"
+                                      if ra > 1024 else ""))
+        if probe["host_caching_suspected"]:
+            notes.append("real device: 4 KiB reads at about memory speed; the host caches the "
+                         "disk, so the real device cannot be modelled as a disk honestly")
+    ib = _index_bytes(index)
+    load0 = os.getloadavg()
+    t_start = time.time()
+    todo = [r for r in grid.rows if not is_done(grid.out, r)]
+    bar = tqdm(total=len(grid.rows), initial=len(grid.rows) - len(todo), unit="row",
+               desc="validate", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    interrupted = False
+    failed = []
+    try:
+        for r in todo:
+            bar.set_postfix_str(r.label(), refresh=True)
+            ok = run_row(r, grid.out, index=index, workload=wfiles[workload_name(r.workload)],
+                    costs=costs, costs_path=costs_path, real_spec=real_spec, index_bytes=ib,
+                    probe=probe)
+            if not ok:
+                err = json.loads((row_dir(grid.out, r) / "failed.json").read_text())["error"]
+                failed.append(f"{r.label()} (row {r.id}): {err}")
+                log(f"row failed, continuing: {failed[-1]}")
+            bar.update()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    if todo:
+        notes.append(f"this run: {len(todo)} row(s) in {time.time() - t_start:.0f} s; load "
+                     f"average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (the "
+                     f"runtime's QPS is timing-sensitive: other work on the CPUs slows it)")
+    measured, model = collect(grid)
+    res = None
+    if measured is not None:
+        notes += real_cap_notes(measured)
+        notes += [f"FAILED runtime run, row left out: {f}" for f in failed]
+        res = analyse(grid, measured, model, notes)
+        res["failed"] = failed
+    if interrupted:
+        raise KeyboardInterrupt
+    return res
+
+
+__all__ = ["Grid", "Row", "parse", "load", "run", "probe_device", "write_device_spec",
+           "host_caching_suspected", "analyse", "collect"]
