@@ -51,6 +51,9 @@ DEFAULTS = {
 }
 KEYS = tuple(DEFAULTS)
 WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", "l")
+# where a replayed trace's CPU time per query comes from: the cost table, or the
+# latency `tierlab query run` measured for each query (an all-DRAM run)
+CPU_SOURCES = ("table", "measured")
 COST_KEYS = ("query_ns", "block_ns", "posting_ns")
 
 
@@ -211,9 +214,16 @@ def _check_workload(w):
     if not isinstance(w, dict):
         raise TierlabError(f"workload: a query file, {{file: F}}, {{trace: DIR}} or "
                            f"{{{', '.join(WORKLOAD_KEYS)}}}; got {w!r}")
-    if "file" in w or "trace" in w:
+    if "trace" in w:
+        extra = [k for k in w if k not in ("trace", "cpu")]
+        if extra:
+            raise TierlabError(f"workload: 'trace' takes only 'cpu', not '{extra[0]}'")
+        if w.get("cpu", "table") not in CPU_SOURCES:
+            raise TierlabError(f"workload.cpu: {w['cpu']!r}; known: {', '.join(CPU_SOURCES)}")
+        return dict(w)
+    if "file" in w:
         if len(w) != 1:
-            raise TierlabError("workload: 'file' or 'trace' alone")
+            raise TierlabError("workload: 'file' alone (cpu: measured needs a trace)")
         return dict(w)
     unknown = [k for k in w if k not in WORKLOAD_KEYS]
     if unknown:
@@ -350,7 +360,7 @@ def build_trace(meta, w: dict, seed: int):
     if "file" in w:
         return trace_mod.from_workload_file(meta, w["file"])
     if "trace" in w:
-        return trace_mod.from_query_trace(meta, w["trace"])
+        return trace_mod.from_query_trace(meta, w["trace"], w.get("cpu", "table"))
     return trace_mod.generate(meta, qtype=w["type"], cls=w["class"], queries=w["queries"],
                               rp=w["rp"], seed=seed if w.get("seed") is None else w["seed"],
                               h=w.get("h"), l=w.get("l"), repeat_queue=w.get("repeat_queue"))

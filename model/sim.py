@@ -13,10 +13,13 @@ query run` reports its warm pass.
 
 The CPU time of a query is the cost table's
 query_ns + block_ns * blocks + posting_ns * postings (tierlab/costs.py,
-per query type). Its decoding part (the measured decode time of a DID and a
-freq block, the table's `decode` section, per block decoded; the whole
-per-block part when the table has no decode timing) is what reads the
-postings' memory: it is multiplied by the tier factor for the share of the
+per query type), or, replaying a `tierlab query run` trace with
+`cpu: measured`, the latency measured for that query in an all-DRAM run
+(no fit error; the formula still splits off the decoding part). Its
+decoding part (the measured decode time of a DID and a freq block, the
+table's `decode` section, per block decoded; the whole per-block part when
+the table has no decode timing) is what reads the postings' memory: it is
+multiplied by the tier factor for the share of the
 query's blocks served from the slow tier (model/tier.py). Scoring works on
 decoded values and the per-query part on the dictionary, so neither is.
 """
@@ -258,9 +261,12 @@ class Simulation:
             total += np.asarray(costs.extra_cpu_ns(
                 np.asarray(qt), np.minimum(trace.postings_scored, p.k),
                 shortest_postings(trace, index)), np.float64)
+        if trace.cpu_ns is not None:  # a replay with each query's measured CPU time
+            total = np.asarray(trace.cpu_ns[: len(qt)], np.float64)
         self.decode_ns = decode_ns_per_block(costs)
         decode = per_block if self.decode_ns is None else \
             np.minimum(per_block, self.decode_ns * qb)
+        decode = np.minimum(decode, total)
         reps = p.passes
         self.cpu_fixed = np.tile(total - decode, reps).tolist()  # all but the decoding
         self.cpu_var = np.tile(decode, reps).tolist()            # decoding: the tier's part

@@ -49,6 +49,10 @@ class Trace:
     rp: float = math.nan
     unknown_terms: int = 0
     info: dict = field(default_factory=dict)
+    # per query: the CPU time `tierlab query run` measured for it (a replay of
+    # an all-DRAM run; None otherwise), charged instead of the cost table's
+    # formula when the workload says cpu: measured
+    cpu_ns: np.ndarray | None = None
 
     @property
     def queries(self) -> int:
@@ -75,7 +79,8 @@ class Trace:
         return Trace(self.name, np.tile(self.qtype, passes), qfirst.astype(np.int64),
                      np.tile(self.term, passes), np.tile(self.blocks_decoded, passes),
                      np.tile(self.postings_scored, passes), self.query_type, self.query_class,
-                     self.rp, self.unknown_terms, dict(self.info, passes=passes))
+                     self.rp, self.unknown_terms, dict(self.info, passes=passes),
+                     None if self.cpu_ns is None else np.tile(self.cpu_ns, passes))
 
 
 def _qtype_name(qtype: np.ndarray) -> str:
@@ -136,22 +141,29 @@ def _ids(meta: IndexMeta, queries, where: str) -> tuple[list, int]:
     return out, unknown
 
 
+def _generator(path) -> tuple[str, float]:
+    """(class, rp) of a query file from the `<file>.json` `tierlab workload
+    generate` wrote next to it; ("", nan) without one."""
+    import json
+
+    from tierlab.workload import stats_path
+
+    try:
+        gen = json.loads(stats_path(path).read_text()).get("generator", {})
+        return str(gen.get("class", "")), float(gen.get("rp", math.nan))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return "", math.nan
+
+
 def from_workload_file(meta: IndexMeta, path: str | os.PathLike) -> Trace:
     """A query file (tierlab.workload.read_queries); class and rp from its
     `<file>.json` when `tierlab workload generate` wrote one."""
-    import json
-
-    from tierlab.workload import read_queries, stats_path
+    from tierlab.workload import read_queries
 
     queries = read_queries(path)
     ids, unknown = _ids(meta, queries, str(path))
     kinds = [int(len(q) > 1) for q in queries]
-    cls, rp = "", math.nan
-    try:
-        gen = json.loads(stats_path(path).read_text()).get("generator", {})
-        cls, rp = str(gen.get("class", "")), float(gen.get("rp", math.nan))
-    except (OSError, ValueError, AttributeError, TypeError):
-        pass
+    cls, rp = _generator(path)
     return from_term_ids(meta, ids, name=str(path), query_class=cls, rp=rp, unknown=unknown,
                          kinds=kinds)
 
@@ -189,14 +201,25 @@ def generate(meta: IndexMeta, *, qtype: str, cls: str, queries: int, rp: float, 
     return tr
 
 
-def from_query_trace(meta: IndexMeta, trace_dir: str | os.PathLike) -> Trace:
+def from_query_trace(meta: IndexMeta, trace_dir: str | os.PathLike,
+                     cpu: str = "table") -> Trace:
     """Replay of a `tierlab query run --trace DIR` run: its queries in order,
-    with the measured blocks_decoded per term and postings_scored per query."""
+    with the measured blocks_decoded per term and postings_scored per query.
+    cpu "measured": also each query's measured latency as its CPU time; the
+    run must have placed every structure in DRAM (with storage placement the
+    latencies hold page faults, which the model adds itself)."""
     from tierlab.traces.runs import read_trace
 
     t = read_trace(trace_dir)
     if "query" not in t or "term" not in t:
         raise TierlabError(f"{trace_dir}: a replay needs query.parquet and term.parquet")
+    if cpu == "measured":
+        run = t.get("run")
+        place = str(run["placement"].iloc[0]) if run is not None and len(run) else "?"
+        if any(x.split("=")[-1] != "dram" for x in place.split(",")):
+            raise TierlabError(f"{trace_dir}: cpu: measured needs a run with every structure "
+                               f"in DRAM (tierlab query run --place dram), this one has "
+                               f"placement '{place}'")
     q = t["query"].sort_values("query_id")
     tt = t["term"].sort_values(["query_id", "term_pos"])
     by_q = {qid: g for qid, g in tt.groupby("query_id", sort=True)}
@@ -220,9 +243,16 @@ def from_query_trace(meta: IndexMeta, trace_dir: str | os.PathLike) -> Trace:
     if terms == [] and len(q):
         raise TierlabError(f"{trace_dir}: none of its terms is in the index {meta.source}")
     cls = str(q["query_class"].iloc[0]) if len(q) else ""
+    rp = math.nan  # the query file's, when it is still where the run read it
+    run = t.get("run")
+    if run is not None and len(run) and "workload" in run:
+        gcls, rp = _generator(str(run["workload"].iloc[0]))
+        cls = cls or gcls
+    cpu_ns = q["latency_ns"].to_numpy(np.float64) if cpu == "measured" else None
     return Trace(str(Path(trace_dir)), qtype, qfirst, np.asarray(terms, np.int64),
                  np.asarray(blocks, np.int64), q["postings_scored"].to_numpy(np.int64),
-                 _qtype_name(qtype), cls, math.nan, unknown, {"replay": True})
+                 _qtype_name(qtype), cls, rp, unknown, {"replay": True, "cpu": cpu},
+                 cpu_ns)
 
 
 def next_uses(term: np.ndarray) -> np.ndarray:

@@ -19,11 +19,15 @@ the cartesian product, one runtime run and one model run each):
     policy: lru
     readahead_bytes: 128KiB
     k: 1024
+    cpu: measured                      # or table
     out: validate-out
 
 Calibration (never from the runtime results validated here): the cost
 table of `tierlab query costs` measured once on the index
-(OUT/costs.json), the device specs of sim-configs/devices, and for the
+(OUT/costs.json); with `cpu: measured` (the default) each query's CPU time
+as `tierlab query run` measured it on the same workload file with every
+structure in DRAM (OUT/workloads/<name>-k<k>.trace/, a trace the model replays:
+no fit error, measured blocks per term); the device specs of sim-configs/devices, and for the
 device `real` a spec measured on this machine by a small probe
 (OUT/devices/real.yaml, `probe_device`). The runtime's segment cache lives
 in DRAM (`--slow-tier dram`), so the model's slow tier is `ddr4-2666`
@@ -57,7 +61,7 @@ from .errors import TierlabError
 
 GRID_KEYS = ("index", "workload", "config", "cache_bytes", "cache_fraction", "device", "cores",
              "segment_bytes", "lookahead", "dram_budget_bytes", "policy", "readahead_bytes", "k",
-             "costs", "out")
+             "costs", "cpu", "out")
 WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed")
 GENERATE_KEYS = ("size", "codec", "seed")
 ROW_KEYS = ("config", "cache_bytes", "cache_fraction", "device", "cores", "segment_bytes",
@@ -65,15 +69,18 @@ ROW_KEYS = ("config", "cache_bytes", "cache_fraction", "device", "cores", "segme
 DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
             "device": "nvme-p4800x", "cores": 1, "segment_bytes": 32 * 1024,
             "lookahead": "default", "dram_budget_bytes": 50_000_000, "policy": "lru",
-            "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure",
+            "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure", "cpu": "measured",
             "out": "validate-out"}
 RUNTIME_SLOW_TIER = "dram"         # tierlab.apcache's default segment-cache tier
 MODEL_SLOW_TIER = "ddr4-2666"      # ... which the model reads as this memory spec
 REAL = "real"
+# columns collect() adds to the cache_run rows (not of the result schema)
+LABELS = ("row_id", "cell", "device_label", "workload_type", "workload_class", "workload_rp")
 # PARAM_KEYS of analysis/validation.py that the two sides fill differently for
 # the same run (real device name, 0 vs the page cap for unused parameters):
 # set from the grid row on both sides before pairing.
-NORMALISED = ("device", "cache_bytes", "segment_bytes", "lookahead", "dram_budget_bytes")
+NORMALISED = ("device", "cache_bytes", "segment_bytes", "lookahead", "dram_budget_bytes",
+              "query_type", "query_class", "rp")
 
 
 # --- the grid -----------------------------------------------------------------------
@@ -101,6 +108,7 @@ class Grid:
     rows: list
     out: Path
     costs: str         # "measure" or a cost table file
+    cpu: str = "measured"  # the model's CPU per query: "measured" (query run trace) or "table"
     doc: dict = field(default_factory=dict)
 
     def workloads(self) -> list[dict]:
@@ -292,6 +300,11 @@ def parse(doc, where: str = "grid") -> Grid:
                                                      and not Path(costs).is_file()):
         raise TierlabError(f"{where}: costs: 'measure' (tierlab query costs on the index) or a "
                            f"cost table file, got {costs!r}")
+    cpu = doc.get("cpu", DEFAULTS["cpu"])
+    if cpu not in ("measured", "table"):
+        raise TierlabError(f"{where}: cpu: 'measured' (each query's CPU time from a tierlab "
+                           f"query run of the workload in DRAM) or 'table' (the cost table's "
+                           f"formula), got {cpu!r}")
     vals = {k: _listed(k, doc.get(k, DEFAULTS.get(k))) for k in ROW_KEYS}
     rows, seen = [], set()
     for combo in itertools.product(*vals.values(), range(len(wls))):
@@ -299,7 +312,7 @@ def parse(doc, where: str = "grid") -> Grid:
         if r is None:
             continue
         w = wls[combo[-1]]
-        rid = _digest({"row": r, "workload": w, "index": index})
+        rid = _digest({"row": r, "workload": w, "index": index, "cpu": cpu})
         if rid in seen:
             continue
         seen.add(rid)
@@ -307,7 +320,7 @@ def parse(doc, where: str = "grid") -> Grid:
                                                          "dram_budget_bytes")}
         cell = _digest({"cell": group, "workload": w, "index": index})
         rows.append(Row(rid, cell, r, w))
-    return Grid(index=index, rows=rows, out=Path(out), costs=str(costs), doc=doc)
+    return Grid(index=index, rows=rows, out=Path(out), costs=str(costs), cpu=cpu, doc=doc)
 
 
 def load(path) -> Grid:
@@ -386,6 +399,32 @@ def prepare_workloads(grid: Grid, index: Path) -> dict:
             wl.generate(path, cls=w["class"], qtype=w["type"], queries=w["queries"], rp=w["rp"],
                         seed=w["seed"], **src)
         out[name] = path
+    return out
+
+
+def prepare_traces(grid: Grid, index: Path, wfiles: dict, log=print) -> dict:
+    """cpu: measured: one `tierlab query run` per workload file with every
+    structure in DRAM, two passes (the warm one recorded), as a trace the
+    model replays with each query's measured CPU time, per workload and k:
+    {(name, k): trace dir}. {} for cpu: table."""
+    from . import query
+
+    if grid.cpu != "measured":
+        return {}
+    out = {}
+    for name, k in sorted({(workload_name(r.workload), r.values["k"]) for r in grid.rows}):
+        wfile = wfiles[name]
+        d = grid.out / "workloads" / f"{name}-k{k}.trace"
+        if not (d / "query.parquet").exists():
+            log(f"measuring per-query CPU time: tierlab query run {wfile.name} --k {k} "
+                "(DRAM, 2 passes)")
+            tmp = d.with_name(f".{d.name}.tmp-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            query.run(index, wfile, tmp / "queries.parquet", k=k, placement="dram", passes=2,
+                      trace=tmp)
+            _swap_in(tmp, d)
+        out[name, k] = d
     return out
 
 
@@ -628,7 +667,8 @@ def _runtime_args(row: Row, cache: int) -> dict:
 
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
-               real_spec: Path | None, probe: dict | None = None) -> dict:
+               real_spec: Path | None, probe: dict | None = None,
+               trace: Path | None = None) -> dict:
     v = row.values
     hybrid = v["config"].startswith("hybrid")
     real = v["device"] == REAL
@@ -637,7 +677,9 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     ra = real_readahead(probe, v["readahead_bytes"]) if real else v["readahead_bytes"]
     doc = {"config": v["config"], "policy": v["policy"],
            "device": str(real_spec) if real else v["device"],
-           "slow_tier": MODEL_SLOW_TIER, "index": str(index), "workload": {"file": str(workload)},
+           "slow_tier": MODEL_SLOW_TIER, "index": str(index),
+           "workload": ({"trace": str(trace), "cpu": "measured"} if trace is not None
+                        else {"file": str(workload)}),
            "cache_bytes": cache, "readahead_bytes": ra, "cores": v["cores"],
            "k": v["k"], "passes": 1, "costs": str(costs_path), "name": f"validate {row.id}"}
     if hybrid:
@@ -665,7 +707,7 @@ def is_done(out: Path, row: Row) -> bool:
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
             real_spec: Path | None, index_bytes: int, probe: dict | None = None,
-            progress=None) -> bool:
+            progress=None, trace: Path | None = None) -> bool:
     """The runtime run, then the model run, of one row, each written to its
     folder at once (a temporary name renamed into place). A runtime run that
     fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
@@ -696,7 +738,7 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         (d / "failed.json").unlink(missing_ok=True)
     if not (d / "model" / "cache_run.parquet").exists():
         cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real_spec,
-                                         probe),
+                                         probe, trace),
                               f"row {row.id}")
         res = cfgmod.run(cfg, costs=costs)
         tmp = d / f".model.tmp-{os.getpid()}"
@@ -708,7 +750,7 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
 
 def collect(grid: Grid) -> tuple:
     """(measured, model) cache_run DataFrames of the finished rows, with the
-    columns row_id, cell and device_label added."""
+    columns row_id, cell, device_label and workload_{type,class,rp} (LABELS) added."""
     import pandas as pd
 
     from .traces.schema import read_table
@@ -723,6 +765,8 @@ def collect(grid: Grid) -> tuple:
             df["row_id"] = r.id
             df["cell"] = r.cell
             df["device_label"] = r.values["device"]
+            for k in ("type", "class", "rp"):
+                df[f"workload_{k}"] = r.workload[k]
             acc.append(df)
     if not meas:
         return None, None
@@ -737,6 +781,10 @@ def _normalise(df):
     for k in NORMALISED:
         out[f"{k}_reported"] = out[k].astype(str)
     out["device"] = out["device_label"]
+    # a replayed trace (cpu: measured) does not know its workload's RP
+    out["query_type"] = out["workload_type"]
+    out["query_class"] = out["workload_class"]
+    out["rp"] = out["workload_rp"].astype(float)
     hybrid = out["config"].str.startswith("hybrid")
     out["segment_bytes"] = out["segment_bytes"].where(hybrid, 0)
     out["dram_budget_bytes"] = out["dram_budget_bytes"].where(hybrid, 0)
@@ -766,7 +814,7 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
     from .traces.schema import write_table
 
     out = grid.out
-    schema_cols = [c for c in measured.columns if c not in ("row_id", "cell", "device_label")]
+    schema_cols = [c for c in measured.columns if c not in LABELS]
     write_table("cache_run", measured[schema_cols], out / "measured.parquet")
     write_table("cache_run", model[schema_cols], out / "model.parquet")
     m, p = _normalise(measured), _normalise(model)
@@ -813,7 +861,9 @@ def real_cap_notes(measured) -> list[str]:
     lim = measured.loc[measured["device_mode"] == "real", "memory_limit_enforced"].astype(str)
     if not len(lim):
         return []
-    kinds = lim.map(lambda t: re.sub(r"\(/.*\)$", "", re.sub(r"[0-9]+", "N", t)).strip())
+    # numbers -> N so runs group by how they were capped (not "v1" or "v2")
+    kinds = lim.map(lambda t: re.sub(r"\(/.*\)$", "",
+                                     re.sub(r"(?<![A-Za-z])[0-9]+", "N", t)).strip())
     out = []
     for k, n in kinds.value_counts().items():
         out.append(f"real device page-cache cap, {n} run(s): {k}")
@@ -849,6 +899,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
     index = prepare_index(grid, log)
     wfiles = prepare_workloads(grid, index)
     costs, costs_path = prepare_costs(grid, index, log)
+    traces = prepare_traces(grid, index, wfiles, log)
     real_spec, probe = prepare_real(grid, index, log)
     notes = []
     if probe:
@@ -879,7 +930,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             bar.set_postfix_str(r.label(), refresh=True)
             ok = run_row(r, grid.out, index=index, workload=wfiles[workload_name(r.workload)],
                     costs=costs, costs_path=costs_path, real_spec=real_spec, index_bytes=ib,
-                    probe=probe)
+                    probe=probe, trace=traces.get((workload_name(r.workload), r.values["k"])))
             if not ok:
                 err = json.loads((row_dir(grid.out, r) / "failed.json").read_text())["error"]
                 failed.append(f"{r.label()} (row {r.id}): {err}")

@@ -67,3 +67,45 @@ def test_model_runs_on_the_index(small, workload):
     assert r["segment_cache_hits"] + r["segment_cache_misses"] == 7  # known occurrences
     assert r["segment_cache_hits"] >= 2  # w1 and w2 repeat
     assert np.isfinite(r["qps"])
+
+
+@pytest.fixture(scope="module")
+def dram_trace(small):
+    d = small / "trace-dram"
+    assert main(["query", "run", str(small / "idx"), str(small / "w.queries"), "--out",
+                 str(small / "rd.parquet"), "--place", "dram", "--trace", str(d),
+                 "--quiet"]) == 0
+    return d
+
+
+def test_cpu_measured_charges_each_query_its_measured_time(small, dram_trace):
+    """With every page cached (second pass, huge cache) a base query costs only
+    its CPU time: the measured latency of that query, not the table's formula."""
+    cfg = C.validate({"config": "base", "index": str(small / "idx"),
+                      "workload": {"trace": str(dram_trace), "cpu": "measured"},
+                      "cache_bytes": 64 * 2**20, "costs": COSTS, "device": "nvme-p4800x",
+                      "passes": 2})
+    res = C.run(cfg)
+    want = read_trace(dram_trace)["query"].sort_values("query_id")["latency_ns"].to_numpy()
+    got = np.asarray(res.query["latency_ns"])
+    assert list(res.query["query_id"]) == list(range(len(want)))
+    assert got == pytest.approx(want, abs=1)
+    table = C.run(C.validate({**cfg.values, "workload": {"trace": str(dram_trace)}}))
+    assert not np.allclose(np.asarray(table.query["latency_ns"]), want)
+
+
+@pytest.mark.parametrize("workload, msg", [
+    ({"trace": "T", "cpu": "guess"}, "workload.cpu"),
+    ({"file": "F", "cpu": "measured"}, "'file' alone"),
+    ({"trace": "T", "rp": 0.5}, "takes only 'cpu'")])
+def test_cpu_source_is_checked(workload, msg):
+    with pytest.raises(Exception, match=msg):
+        C.validate({"config": "base", "workload": workload, "cache_bytes": 2**20})
+
+
+def test_cpu_measured_needs_an_all_dram_run(small):
+    from tierlab.errors import TierlabError
+
+    m = indexmeta.from_index(small / "idx")
+    with pytest.raises(TierlabError, match="every structure in DRAM"):
+        trace.from_query_trace(m, small / "trace", "measured")  # a storage-placement run

@@ -125,8 +125,12 @@ def test_runtime_and_model_read_the_same_inputs(tiny):
     for a, b in zip(m.sort_values("config").to_dict("records"),
                     p.sort_values("config").to_dict("records")):
         assert a["config"] == b["config"]
-        assert a["workload"] == b["workload"]  # the same query file
+        # the same query file: the model replays a DRAM query run of it (cpu: measured)
         assert Path(a["workload"]).parent == tiny / "workloads"
+        assert Path(b["workload"]) == Path(a["workload"]).with_name(
+            f"{Path(a['workload']).stem}-k{json.loads(a['params'])['k']}.trace")
+        _, trun = read_table(Path(b["workload"]) / "run.parquet")
+        assert trun["workload"].iloc[0] == a["workload"] and trun["placement"].iloc[0] == "dram"
         assert a["cache_bytes"] == b["cache_bytes"] and a["queries"] == b["queries"]
         assert a["query_type"] == b["query_type"] and a["rp"] == b["rp"]
         prm = json.loads(b["params"])

@@ -14,7 +14,9 @@ _HELP = paragraphs(
     "the grid (configuration x cache size x RP x device x query type ...) it runs the runtime "
     "(one cold pass), then the model (passes 1), and pairs their cache_run rows.",
     "The model is calibrated only from `tierlab query costs` on the index (OUT/costs.json, "
-    "CPU cost per query, block and posting, thread hand-off) and the device specs of "
+    "CPU cost per query, block and posting, thread hand-off), with cpu: measured (the "
+    "default) from a `tierlab query run` of each workload file in DRAM (each query's "
+    "measured CPU time, replayed), and the device specs of "
     "sim-configs/devices; the device `real` gets a spec measured on this machine by a small "
     "probe of the disk under the index (OUT/devices/real.yaml: random 4 KiB reads, "
     "sequential bandwidth, O_DIRECT). Nothing is fitted to the runtime results. The "
@@ -26,7 +28,7 @@ _HELP = paragraphs(
     "cache_fraction (of the index's DID + freq bytes) or cache_bytes, device (spec names of "
     "sim-configs/devices, or real), cores, segment_bytes, lookahead (default: each "
     "configuration's own; N or adaptive), dram_budget_bytes, policy, readahead_bytes, k, "
-    "costs (measure, or a cost table file), out. An example: analysis/grids/validate.yaml.",
+    "costs (measure, or a cost table file), cpu (measured or table), out. An example: analysis/grids/validate.yaml.",
     "Each row is written at once to OUT/rows/<id>/{measured,model}/; a rerun skips finished "
     "rows and Ctrl-C keeps them. At the end: OUT/measured.parquet, OUT/model.parquet, "
     "OUT/validation.csv and OUT/validation.md (per row measured and predicted QPS, p99, miss "
