@@ -7,7 +7,11 @@ timing rule shared with the native runtime's emulated device
                   device's previous request ended (sequential), else
                   read_latency_ns (+ seek_ns when the spec has it)
 
-`queue_depth` requests are served at once, in arrival order. Both terms are
+`queue_depth` requests are served at once, in arrival order: each positions
+in its own slot, but the transfers share the one read bandwidth (one at a
+time, in arrival order; a transfer starts at max(slot start + positioning,
+the previous transfer's end)), so concurrency hides latency, never adds
+bandwidth. Both terms are
 rounded to whole nanoseconds as the runtime rounds them. Every shard and
 file has its own range of one device address space, so "sequential" is one
 comparison and duplicated shards sit apart on the device.
@@ -66,6 +70,7 @@ class Device:
         self.position_ns = int(float(read_latency_ns) + float(seek_ns) + 0.5)
         self.slots = Slots(env, int(queue_depth))
         self.last_end = -1
+        self.xfer_free = 0  # when the shared transfer is free
         self.reads = 0
         self.bytes = 0
         self.busy_ns = 0
@@ -81,6 +86,17 @@ class Device:
         cost = int(nbytes * self.ns_per_byte + 0.5)
         return cost if addr == self.last_end else cost + self.position_ns
 
+    def _plan(self, addr: int, nbytes: int) -> tuple[int, int]:
+        """(busy ns, ns until done) of a request starting now in a slot:
+        positioning in the slot, then the transfer in its turn."""
+        xfer = int(nbytes * self.ns_per_byte + 0.5)
+        pos = 0 if addr == self.last_end else self.position_ns
+        now = self.env.now
+        done = max(now + pos, self.xfer_free) + xfer
+        self.xfer_free = done
+        self.last_end = addr + nbytes
+        return pos + xfer, done - now
+
     def read(self, addr: int, nbytes: int, acct=None):
         """Process step: one read of nbytes at device address addr; waits for a
         slot, then for its service time. `acct` (optional) gets reads,
@@ -88,8 +104,7 @@ class Device:
         ev = self.slots.take()
         if ev is not None:
             yield ev
-        cost = self.cost_ns(addr, nbytes)
-        self.last_end = addr + nbytes
+        cost, wait = self._plan(addr, nbytes)
         self.reads += 1
         self.bytes += nbytes
         self.busy_ns += cost
@@ -97,7 +112,7 @@ class Device:
             acct.reads += 1
             acct.bytes_read += nbytes
             acct.busy_ns += cost
-        yield self.env.timeout(cost)
+        yield self.env.timeout(wait)
         self.slots.give()
 
     def read_many(self, requests, acct, log=None, core=-1, who="", term=-1):
@@ -110,10 +125,7 @@ class Device:
             ev = slots.take()
             if ev is not None:
                 yield ev
-            cost = int(nbytes * self.ns_per_byte + 0.5)
-            if addr != self.last_end:
-                cost += self.position_ns
-            self.last_end = addr + nbytes
+            cost, wait = self._plan(addr, nbytes)
             self.reads += 1
             self.bytes += nbytes
             self.busy_ns += cost
@@ -123,5 +135,5 @@ class Device:
             if log is not None:
                 log.append((env.now, core, who, "read", term,
                             {"addr": addr, "bytes": nbytes, "service_ns": cost}))
-            yield env.timeout(cost)
+            yield env.timeout(wait)
             slots.give()

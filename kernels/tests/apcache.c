@@ -41,12 +41,19 @@ static void test_device_rule(void) {
     uint64_t t = 10000;
     uint64_t a = tl_device_plan(&d, 0, 100, t);     /* random: 1500 + 100 */
     CHECK(a == t + 1600, "first request done at %llu", (unsigned long long)a);
-    uint64_t b = tl_device_plan(&d, 100, 50, t);    /* sequential: no positioning, slot 2 */
-    CHECK(b == t + 50, "sequential request done at %llu", (unsigned long long)b);
-    uint64_t c = tl_device_plan(&d, 5000, 10, t);   /* both slots busy: waits for slot 2 */
-    CHECK(c == t + 50 + 1510, "queued request done at %llu", (unsigned long long)c);
+    /* sequential, slot 2: no positioning, but its transfer waits for the
+     * first one's (the slots share the read bandwidth) */
+    uint64_t b = tl_device_plan(&d, 100, 50, t);
+    CHECK(b == t + 1650, "sequential request done at %llu", (unsigned long long)b);
+    uint64_t c = tl_device_plan(&d, 5000, 10, t);   /* both slots busy: waits for slot 1 */
+    CHECK(c == t + 1600 + 1510, "queued request done at %llu", (unsigned long long)c);
     uint64_t e = tl_device_plan(&d, 9999, 10, t + 100000); /* idle device */
     CHECK(e == t + 100000 + 1510, "idle request done at %llu", (unsigned long long)e);
+    /* two random requests at once: both position in parallel, transfers in turn */
+    uint64_t t2 = t + 200000;
+    uint64_t f = tl_device_plan(&d, 20000, 1000, t2), g = tl_device_plan(&d, 40000, 1000, t2);
+    CHECK(f == t2 + 2500 && g == t2 + 3500, "parallel positioning, shared transfer: %llu %llu",
+          (unsigned long long)(f - t2), (unsigned long long)(g - t2));
     tl_device_destroy(&d);
 }
 

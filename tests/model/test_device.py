@@ -43,7 +43,24 @@ def test_queue_depth_serves_requests_in_parallel_in_arrival_order():
     for i in range(4):
         env.process(reader(i))
     env.run()
-    assert done == {0: 11_000, 1: 11_000, 2: 22_000, 3: 22_000}
+    # two slots position at once (10 us); the transfers (1 us) share the bandwidth
+    assert done == {0: 11_000, 1: 12_000, 2: 22_000, 3: 23_000}
+
+
+def test_concurrency_never_adds_bandwidth():
+    """Sequential streams on many slots move bytes no faster than the spec's
+    read bandwidth (the slots share it)."""
+    env = simpy.Environment()
+    d = make(env, queue_depth=8, read_latency_ns=0)
+
+    def stream(i):
+        for k in range(10):
+            yield from d.read(i * 10**9 + k * 100_000, 100_000)
+
+    for i in range(8):
+        env.process(stream(i))
+    env.run()
+    assert env.now == 8 * 10 * 100_000  # 8 MB at 1 GB/s
 
 
 def test_md1_mean_wait():

@@ -56,6 +56,7 @@ typedef struct tl_device {
     uint64_t spin_ns;     /* emulated delays: spun for their last spin_ns */
     uint64_t *slot_free;  /* per queue slot: when it is free (CLOCK_MONOTONIC ns) */
     uint64_t last_end;    /* device address where the previous request ended */
+    uint64_t xfer_free;   /* when the shared transfer (read bandwidth) is free */
     pthread_mutex_t mu;
     _Atomic uint64_t reads, bytes, busy_ns;
     /* emulated: reads that returned after their planned completion (the

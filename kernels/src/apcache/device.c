@@ -11,7 +11,10 @@
  *                 device's previous request ended, else read_latency_ns
  *                 (+ seek_ns when the spec has it);
  *   queue_depth requests are in service at once: a request takes the slot
- *   that frees first, completion = max(now, slot free) + cost.
+ *   that frees first and positions there, but the transfers of all slots
+ *   share the one read bandwidth (one at a time, in arrival order):
+ *   start = max(now, slot free); transfer from max(start + positioning,
+ *   previous transfer's end); completion = that + bytes / bandwidth.
  * Device addresses: every file of every shard gets its own range of one
  * address space (tl_device_address), so "where the previous request ended"
  * is one comparison and duplicated shards sit apart on the device. */
@@ -82,16 +85,18 @@ void tl_device_destroy(tl_device *d) {
 }
 
 uint64_t tl_device_plan(tl_device *d, uint64_t addr, uint64_t len, uint64_t now) {
-    uint64_t cost = (uint64_t)((double)len * d->ns_per_byte + 0.5);
-    if (addr != d->last_end) cost += d->position_ns;
+    uint64_t xfer = (uint64_t)((double)len * d->ns_per_byte + 0.5);
+    uint64_t pos = addr != d->last_end ? d->position_ns : 0;
     uint32_t best = 0;
     for (uint32_t i = 1; i < d->queue_depth; i++)
         if (d->slot_free[i] < d->slot_free[best]) best = i;
     uint64_t start = d->slot_free[best] > now ? d->slot_free[best] : now;
-    uint64_t done = start + cost;
+    uint64_t xstart = start + pos > d->xfer_free ? start + pos : d->xfer_free;
+    uint64_t done = xstart + xfer;
     d->slot_free[best] = done;
+    d->xfer_free = done;
     d->last_end = addr + len;
-    atomic_fetch_add_explicit(&d->busy_ns, cost, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->busy_ns, pos + xfer, memory_order_relaxed);
     return done;
 }
 
