@@ -214,6 +214,8 @@ class Simulation:
         else:
             self.tier = None
         self.tier_factor = self.tier.factor if self.tier else 1.0
+        # a DRAM-backed segment cache counts as DRAM use (any spec of tier dram)
+        self.tier_in_dram = bool(p.hybrid and getattr(tier_spec, "tier", None) == "dram")
         self.tier_slots = Slots(self.env, 1)  # copies into the tier, one at a time
 
         # dense term ids over the terms the trace references
@@ -319,7 +321,7 @@ class Simulation:
         seg_peak = sum(sh.cache.stats["peak_used"] for sh in self.shards) * p.segment_bytes \
             if p.hybrid else 0
         dram = self.pc.peak_bytes
-        if self.tier is not None and self.tier.name == "ddr4-2666":
+        if self.tier_in_dram:
             dram += seg_peak
         q = len(lat)
         out = {
