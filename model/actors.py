@@ -87,6 +87,7 @@ def query_thread(env, sim, sh):
                 acct.query_wait_ns += env.now - t0
                 sh.rec_wait[q] = env.now - t0
         slow_blocks = seg_miss = page_miss = 0
+        slow_ns = 0.0  # the tier's extra stall (access rule, model/tier.py)
         pinned = []
         for j in range(j0, j1):
             t = int(term[j])
@@ -109,12 +110,14 @@ def query_thread(env, sim, sh):
                 pins[t] += 1
                 pinned.append(t)
                 slow_blocks += int(blocks[j])
+                if sim.serve_ns and sim.term_blocks[t]:
+                    slow_ns += sim.serve_ns[t] * int(blocks[j]) / sim.term_blocks[t]
             else:
                 page_miss += yield from sim.pc.read_term(sh.core, t, acct, "query", True)
             if log is not None:
                 log.append((env.now, sh.core, "query", "term", t,
                             {"query": q, "occurrence": j, "cached": cached}))
-        cpu = sim.cpu_fixed[q] + sim.cpu_var[q] * (
+        cpu = sim.cpu_fixed[q] + slow_ns + sim.cpu_var[q] * (
             1.0 + fslow * slow_blocks / sim.q_blocks[q] if sim.q_blocks[q] else 1.0)
         yield env.timeout(int(cpu + 0.5))
         for t in pinned:

@@ -402,6 +402,8 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,
         "tier_factor_source": s.tier.factor_source if s.tier else None,
+        "tier_serving": (None if s.tier is None else
+                         "factor" if s.tier.factor is not None else "access"),
         "decode_ns_per_block": s.decode_ns,
         "costs": describe_costs(costs), "index": meta.stats, "workload": v["workload"],
         "trace": {"name": tr.name, "queries": tr.queries, "occurrences": tr.occurrences,

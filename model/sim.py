@@ -213,7 +213,8 @@ class Simulation:
             self.tier = Tier.from_spec(tier_spec, p.tier_factor)
         else:
             self.tier = None
-        self.tier_factor = self.tier.factor if self.tier else 1.0
+        # the multiplicative serving rule only when tier_factor is given (model/tier.py)
+        self.tier_factor = self.tier.factor if self.tier and self.tier.factor else 1.0
         # a DRAM-backed segment cache counts as DRAM use (any spec of tier dram)
         self.tier_in_dram = bool(p.hybrid and getattr(tier_spec, "tier", None) == "dram")
         self.tier_slots = Slots(self.env, 1)  # copies into the tier, one at a time
@@ -231,6 +232,9 @@ class Simulation:
         self.term_blocks = index.blocks[ref].tolist() if len(ref) else []
         chain = (index.term_bytes + 8 * index.blocks)[ref] if len(ref) else np.zeros(0, np.int64)
         self.copy_ns = [self.tier.copy_ns(int(b)) for b in chain] if self.tier else []
+        # extra stall of serving a whole term from the slow tier (access rule)
+        self.serve_ns = ([self.tier.serve_ns(int(n), float(b)) for n, b in
+                          zip(seg, index.term_bytes[ref])] if self.tier and len(ref) else [])
         if p.hybrid:
             self.segments_per_core = p.cache_bytes // p.cores // p.segment_bytes
             if self.segments_per_core < 1:

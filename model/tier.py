@@ -2,17 +2,29 @@
 sim-configs/devices: ddr4-2666, optane-dcpmm-g1, cxl-type3, ...).
 
 Two costs (APCACHE.md "The four configurations", TIERS.md):
-- serving: the decoding part of the CPU cost of the blocks served from the
-  tier (the cost table's measured decode time per block; model/sim.py) is
-  multiplied by `factor`; scoring and the per-query work are not. The
-  default factor is the ratio of the tier's sequential read latency to
-  DDR4-2666's (read_latency_seq_ns: Optane 169.4 / 81.4 = 2.08, the CXL
-  spec 181.4 / 81.4 = 2.23, DRAM 1). Sequential, because a term's chain is
-  read front to back in 32 KiB segments; latency rather than bandwidth,
-  because one query thread decoding ~1-2 GB/s is far below any tier's
-  bandwidth but waits for every line the hardware prefetcher does not
-  bring in time. Counting all of the decoding as memory stall makes this an
-  upper bound on the slowdown; override it with `tier_factor`.
+- serving: a query thread decoding a term's chain from the tier stalls where
+  DRAM would not. The chain is read front to back, so the hardware prefetcher
+  streams it and the tier's extra latency is exposed once per stream start,
+  i.e. per segment of the chain (segments are not contiguous); beyond that
+  the stream moves at the tier's single-thread read bandwidth instead of
+  DRAM's. Per term occurrence served from the tier:
+
+      extra_ns = segments * max(0, lat_seq(tier) - lat_seq(dram))
+               + bytes decoded * max(0, 1/bw1(tier) - 1/bw1(dram))
+
+  lat_seq = read_latency_seq_ns, bw1 = read_bandwidth_1thread_bytes_per_s
+  (the spec's read_bandwidth_bytes_per_s when it has none: for DRAM that
+  overstates its single-thread bandwidth, so the difference is an upper
+  bound). Optane: 169.4 - 81.4 = 88 ns per 32 KiB segment and 1/2.92 GB/s
+  - 1/105.6 GB/s = 0.33 ns per byte: a ~200-byte block gains ~70 ns over
+  ~1 us of decoding. The reference measured on real Optane that DRAM and PM
+  are equal for the skip list and dictionary and that hybrid-prefetch
+  reaches base's QPS: the slowdown is small, as this rule has it. The
+  tier's aggregate read bandwidth (Optane: 6.52 GB/s per DIMM, 4 threads)
+  is not modelled as shared: one query thread decodes ~0.2 GB/s, so even a
+  few cores stay far below it.
+  `tier_factor` (a run key) replaces this by the older rule, an upper bound:
+  the decoding CPU time of the blocks served from the tier x factor.
 - copying a term into the segment cache: its chain bytes (postings plus 8
   bytes of offsets per block) / write_bandwidth_bytes_per_s of the tier.
   The tier's write bandwidth is shared: copies of all cores' workers go one
@@ -31,31 +43,49 @@ from tierlab.errors import TierlabError
 REFERENCE_DRAM = "ddr4-2666"
 
 
+def _bw1(spec) -> float:
+    v = spec.get("read_bandwidth_1thread_bytes_per_s") or spec["read_bandwidth_bytes_per_s"]
+    if not v or v <= 0:
+        raise TierlabError(f"memory spec '{spec.name}': read bandwidth must be > 0, got {v!r}")
+    return float(v)
+
+
 @dataclass(frozen=True)
 class Tier:
     name: str
-    factor: float
+    factor: float | None           # the multiplicative rule when given (tier_factor)
     write_bytes_per_s: float
     factor_source: str
+    segment_ns: float = 0.0        # exposed extra latency per segment read
+    byte_ns: float = 0.0           # extra ns per byte decoded
 
     @classmethod
     def from_spec(cls, spec, factor: float | None = None) -> "Tier":
         from tierlab import specs
 
-        if factor is not None:
-            if not factor > 0:
-                raise TierlabError(f"tier_factor must be > 0, got {factor}")
-            how = "given (tier_factor)"
-        else:
-            dram = specs.load(REFERENCE_DRAM, kind="memory")
-            factor = spec["read_latency_seq_ns"] / dram["read_latency_seq_ns"]
-            how = (f"read_latency_seq_ns {spec['read_latency_seq_ns']:g} / "
-                   f"{REFERENCE_DRAM} {dram['read_latency_seq_ns']:g}")
         wbw = spec.get("write_bandwidth_bytes_per_s")
         if not wbw:
             raise TierlabError(f"slow tier '{spec.name}' has no write_bandwidth_bytes_per_s: "
                                "the model needs it to copy terms into the segment cache")
-        return cls(spec.name, float(factor), float(wbw), how)
+        if factor is not None:
+            if not factor > 0:
+                raise TierlabError(f"tier_factor must be > 0, got {factor}")
+            return cls(spec.name, float(factor), float(wbw), "given (tier_factor)")
+        dram = specs.load(REFERENCE_DRAM, kind="memory")
+        seg = max(0.0, spec["read_latency_seq_ns"] - dram["read_latency_seq_ns"])
+        per_byte = max(0.0, 1e9 / _bw1(spec) - 1e9 / _bw1(dram))
+        how = (f"access: {seg:g} ns per segment (read_latency_seq_ns {spec['read_latency_seq_ns']:g}"
+               f" - {REFERENCE_DRAM} {dram['read_latency_seq_ns']:g}) + {per_byte:.4g} ns per "
+               f"byte (single-thread read bandwidth {_bw1(spec) / 1e9:g} vs "
+               f"{_bw1(dram) / 1e9:g} GB/s)")
+        return cls(spec.name, None, float(wbw), how, seg, per_byte)
+
+    def serve_ns(self, segments: int, nbytes: float) -> float:
+        """Extra stall of serving `nbytes` of a term in `segments` segments
+        from the tier (access rule; 0 under tier_factor)."""
+        if self.factor is not None:
+            return 0.0
+        return segments * self.segment_ns + nbytes * self.byte_ns
 
     def copy_ns(self, nbytes: int) -> int:
         return int(nbytes * 1e9 / self.write_bytes_per_s + 0.5)
