@@ -87,7 +87,7 @@ def query_thread(env, sim, sh):
                 acct.query_wait_ns += env.now - t0
                 sh.rec_wait[q] = env.now - t0
         slow_blocks = seg_miss = page_miss = 0
-        slow_ns = 0.0  # the tier's extra stall (access rule, model/tier.py)
+        slow_segs = slow_bytes = 0.0  # read from the slow tier (model/tier.py)
         pinned = []
         for j in range(j0, j1):
             t = int(term[j])
@@ -110,15 +110,19 @@ def query_thread(env, sim, sh):
                 pins[t] += 1
                 pinned.append(t)
                 slow_blocks += int(blocks[j])
-                if sim.serve_ns and sim.term_blocks[t]:
-                    slow_ns += sim.serve_ns[t] * int(blocks[j]) / sim.term_blocks[t]
+                if sim.term_blocks[t]:
+                    share = int(blocks[j]) / sim.term_blocks[t]
+                    slow_segs += sim.term_segs[t] * share
+                    slow_bytes += sim.term_bytes[t] * share
             else:
                 page_miss += yield from sim.pc.read_term(sh.core, t, acct, "query", True)
             if log is not None:
                 log.append((env.now, sh.core, "query", "term", t,
                             {"query": q, "occurrence": j, "cached": cached}))
-        cpu = sim.cpu_fixed[q] + slow_ns + sim.cpu_var[q] * (
-            1.0 + fslow * slow_blocks / sim.q_blocks[q] if sim.q_blocks[q] else 1.0)
+        slow_share = slow_blocks / sim.q_blocks[q] if sim.q_blocks[q] else 0.0
+        cpu = sim.cpu_fixed[q] + sim.cpu_var[q] * (1.0 + fslow * slow_share)
+        if slow_blocks and sim.tier is not None:
+            cpu += sim.tier.stall_ns(slow_segs, slow_bytes, sim.cpu_var[q] * slow_share)
         yield env.timeout(int(cpu + 0.5))
         for t in pinned:
             pins[t] -= 1

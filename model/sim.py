@@ -232,9 +232,9 @@ class Simulation:
         self.term_blocks = index.blocks[ref].tolist() if len(ref) else []
         chain = (index.term_bytes + 8 * index.blocks)[ref] if len(ref) else np.zeros(0, np.int64)
         self.copy_ns = [self.tier.copy_ns(int(b)) for b in chain] if self.tier else []
-        # extra stall of serving a whole term from the slow tier (access rule)
-        self.serve_ns = ([self.tier.serve_ns(int(n), float(b)) for n, b in
-                          zip(seg, index.term_bytes[ref])] if self.tier and len(ref) else [])
+        # what serving a whole term from the slow tier reads (model/tier.py stall_ns)
+        self.term_segs = seg.tolist() if len(ref) else []
+        self.term_bytes = index.term_bytes[ref].tolist() if len(ref) else []
         if p.hybrid:
             self.segments_per_core = p.cache_bytes // p.cores // p.segment_bytes
             if self.segments_per_core < 1:

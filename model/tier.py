@@ -4,27 +4,29 @@ sim-configs/devices: ddr4-2666, optane-dcpmm-g1, cxl-type3, ...).
 Two costs (APCACHE.md "The four configurations", TIERS.md):
 - serving: a query thread decoding a term's chain from the tier stalls where
   DRAM would not. The chain is read front to back, so the hardware prefetcher
-  streams it and the tier's extra latency is exposed once per stream start,
-  i.e. per segment of the chain (segments are not contiguous); beyond that
-  the stream moves at the tier's single-thread read bandwidth instead of
-  DRAM's. Per term occurrence served from the tier:
+  streams it: the tier's extra latency is exposed once per stream start,
+  i.e. per segment of the chain (segments are not contiguous), and the
+  stream overlaps the decoding, which waits for it only where it is slower
+  than the decoding (a roofline: max(compute, bytes / bandwidth)). Per
+  query, over the blocks it decodes from the tier:
 
-      extra_ns = segments * max(0, lat_seq(tier) - lat_seq(dram))
-               + bytes decoded * max(0, 1/bw1(tier) - 1/bw1(dram))
+      stall_ns = segments * max(0, lat_seq(tier) - lat_seq(dram))
+               + max(0, bytes / bw1(tier) - decode_ns)
 
   lat_seq = read_latency_seq_ns, bw1 = read_bandwidth_1thread_bytes_per_s
-  (the spec's read_bandwidth_bytes_per_s when it has none: for DRAM that
-  overstates its single-thread bandwidth, so the difference is an upper
-  bound). Optane: 169.4 - 81.4 = 88 ns per 32 KiB segment and 1/2.92 GB/s
-  - 1/105.6 GB/s = 0.33 ns per byte: a ~200-byte block gains ~70 ns over
-  ~1 us of decoding. The reference measured on real Optane that DRAM and PM
-  are equal for the skip list and dictionary and that hybrid-prefetch
-  reaches base's QPS: the slowdown is small, as this rule has it. The
-  tier's aggregate read bandwidth (Optane: 6.52 GB/s per DIMM, 4 threads)
-  is not modelled as shared: one query thread decodes ~0.2 GB/s, so even a
-  few cores stay far below it.
+  (the spec's read_bandwidth_bytes_per_s when it has none), decode_ns the
+  decoding CPU time of those blocks (the cost table's). Optane: 169.4 - 81.4
+  = 88 ns per 32 KiB segment, and a stream of 2.92 GB/s (one thread, one
+  DIMM) against a query thread that decodes ~0.2-0.4 GB/s: the stream keeps
+  up, the stall is the stream starts (~0.3 % of an H query). A tier no
+  slower than DDR4-2666 costs nothing. The reference measured on real
+  Optane that DRAM and PM are equal for the skip list and dictionary and
+  that hybrid-prefetch reaches base's QPS, as this rule has it. The tier's
+  aggregate read bandwidth (Optane: 6.52 GB/s per DIMM, 4 threads) is not
+  modelled as shared between cores: even four query threads stay below it.
   `tier_factor` (a run key) replaces this by the older rule, an upper bound:
-  the decoding CPU time of the blocks served from the tier x factor.
+  the decoding CPU time of the blocks served from the tier x factor (2.08
+  = Optane's latency ratio counts all decoding as memory stall).
 - copying a term into the segment cache: its chain bytes (postings plus 8
   bytes of offsets per block) / write_bandwidth_bytes_per_s of the tier.
   The tier's write bandwidth is shared: copies of all cores' workers go one
@@ -57,7 +59,7 @@ class Tier:
     write_bytes_per_s: float
     factor_source: str
     segment_ns: float = 0.0        # exposed extra latency per segment read
-    byte_ns: float = 0.0           # extra ns per byte decoded
+    byte_ns: float = 0.0           # ns per byte of the tier's single-thread stream
 
     @classmethod
     def from_spec(cls, spec, factor: float | None = None) -> "Tier":
@@ -73,19 +75,18 @@ class Tier:
             return cls(spec.name, float(factor), float(wbw), "given (tier_factor)")
         dram = specs.load(REFERENCE_DRAM, kind="memory")
         seg = max(0.0, spec["read_latency_seq_ns"] - dram["read_latency_seq_ns"])
-        per_byte = max(0.0, 1e9 / _bw1(spec) - 1e9 / _bw1(dram))
+        per_byte = 1e9 / _bw1(spec) if _bw1(spec) < _bw1(dram) else 0.0
         how = (f"access: {seg:g} ns per segment (read_latency_seq_ns {spec['read_latency_seq_ns']:g}"
-               f" - {REFERENCE_DRAM} {dram['read_latency_seq_ns']:g}) + {per_byte:.4g} ns per "
-               f"byte (single-thread read bandwidth {_bw1(spec) / 1e9:g} vs "
-               f"{_bw1(dram) / 1e9:g} GB/s)")
+               f" - {REFERENCE_DRAM} {dram['read_latency_seq_ns']:g}); stream at "
+               f"{_bw1(spec) / 1e9:g} GB/s overlapping the decoding")
         return cls(spec.name, None, float(wbw), how, seg, per_byte)
 
-    def serve_ns(self, segments: int, nbytes: float) -> float:
-        """Extra stall of serving `nbytes` of a term in `segments` segments
-        from the tier (access rule; 0 under tier_factor)."""
+    def stall_ns(self, segments: float, nbytes: float, decode_ns: float) -> float:
+        """Extra stall of a query that decodes `nbytes` in `segments` segments
+        from the tier in decode_ns of CPU (access rule; 0 under tier_factor)."""
         if self.factor is not None:
             return 0.0
-        return segments * self.segment_ns + nbytes * self.byte_ns
+        return segments * self.segment_ns + max(0.0, nbytes * self.byte_ns - decode_ns)
 
     def copy_ns(self, nbytes: int) -> int:
         return int(nbytes * 1e9 / self.write_bytes_per_s + 0.5)

@@ -18,19 +18,22 @@ def test_optane_access_cost_from_its_spec():
     t = Tier.from_spec(specs.load("optane-dcpmm-g1", kind="memory"))
     assert t.factor is None
     assert t.segment_ns == pytest.approx(169.4 - 81.4)
-    assert t.byte_ns == pytest.approx(1e9 / 2.92e9 - 1e9 / 105.6e9)
-    # a term of 3 segments, 10,000 bytes decoded: 3 x 88 + 10,000 x (0.34247 - 0.00947)
-    assert t.serve_ns(3, 10_000) == pytest.approx(264.0 + 3330.0, abs=0.1)
+    assert t.byte_ns == pytest.approx(1e9 / 2.92e9)
+    # 3 segments, 10,000 bytes: the stream (3,424.7 ns at 2.92 GB/s) hides behind
+    # 5,000 ns of decoding, so only the stream starts stall: 3 x 88 ns
+    assert t.stall_ns(3, 10_000, 5_000) == pytest.approx(264.0)
+    # decoding faster than the tier streams: it waits for the rest of the stream
+    assert t.stall_ns(3, 10_000, 1_000) == pytest.approx(264.0 + 10_000 / 2.92 - 1_000)
 
 
 def test_dram_serves_at_no_extra_cost():
     t = Tier.from_spec(specs.load("ddr4-2666", kind="memory"))
-    assert t.serve_ns(100, 10**6) == 0
+    assert t.stall_ns(100, 10**6, 0) == 0
 
 
 def test_tier_factor_replaces_the_access_rule():
     t = Tier.from_spec(specs.load("optane-dcpmm-g1", kind="memory"), 2.08)
-    assert t.factor == 2.08 and t.serve_ns(3, 10_000) == 0
+    assert t.factor == 2.08 and t.stall_ns(3, 10_000, 0) == 0
 
 
 def _qps(slow_tier, tier_factor=None):
