@@ -231,7 +231,10 @@ class Simulation:
         self.segs = seg
         self.term_blocks = index.blocks[ref].tolist() if len(ref) else []
         chain = (index.term_bytes + 8 * index.blocks)[ref] if len(ref) else np.zeros(0, np.int64)
-        self.copy_ns = [self.tier.copy_ns(int(b)) for b in chain] if self.tier else []
+        # a copy goes at the tier's write bandwidth, or slower: the rate at which the
+        # runtime's worker copies page by page (the cost table's, when it has it)
+        rate = costs.copy_rate() if hasattr(costs, "copy_rate") else None
+        self.copy_ns = [self.tier.copy_ns(int(b), rate) for b in chain] if self.tier else []
         # what serving a whole term from the slow tier reads (model/tier.py stall_ns)
         self.term_segs = seg.tolist() if len(ref) else []
         self.term_bytes = index.term_bytes[ref].tolist() if len(ref) else []

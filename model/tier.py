@@ -28,7 +28,10 @@ Two costs (APCACHE.md "The four configurations", TIERS.md):
   the decoding CPU time of the blocks served from the tier x factor (2.08
   = Optane's latency ratio counts all decoding as memory stall).
 - copying a term into the segment cache: its chain bytes (postings plus 8
-  bytes of offsets per block) / write_bandwidth_bytes_per_s of the tier.
+  bytes of offsets per block) / write_bandwidth_bytes_per_s of the tier, or
+  / the rate the copying thread itself reaches when that is lower (the cost
+  table's threads.copy_bytes_per_s: ~10-14 GB/s on this VM, below DDR4-2666's
+  76.8 GB/s of six channels).
   The tier's write bandwidth is shared: copies of all cores' workers go one
   at a time (FIFO), since a PM DIMM's write bandwidth does not grow with
   writers (TIERS.md: one Optane DIMM, 2.22 GB/s with 1 thread, 0.80 GB/s
@@ -88,5 +91,9 @@ class Tier:
             return 0.0
         return segments * self.segment_ns + max(0.0, nbytes * self.byte_ns - decode_ns)
 
-    def copy_ns(self, nbytes: int) -> int:
-        return int(nbytes * 1e9 / self.write_bytes_per_s + 0.5)
+    def copy_ns(self, nbytes: int, cpu_bytes_per_s: float | None = None) -> int:
+        """A copy of nbytes into the tier: at its write bandwidth, or at the
+        copying thread's own rate when that is slower."""
+        rate = self.write_bytes_per_s if cpu_bytes_per_s is None else \
+            min(self.write_bytes_per_s, cpu_bytes_per_s)
+        return int(nbytes * 1e9 / rate + 0.5)

@@ -201,6 +201,17 @@ class Costs:
         except (TypeError, ValueError):
             raise TierlabError("threads: wake_ns and signal_ns must be numbers") from None
 
+    def copy_rate(self) -> float | None:
+        """Bytes/s at which the runtime's worker copies a term into the segment
+        cache (the table's threads.copy_bytes_per_s, measured by
+        tierlab_apcache_copy_rate); None for a table without it."""
+        v = (self.extra.get("threads") or {}).get("copy_bytes_per_s")
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            raise TierlabError(f"threads: copy_bytes_per_s must be a number > 0, not {v!r}")
+        return float(v)
+
     def extra_cpu_ns(self, qtype, results, candidates):
         """The optional terms of the table's own coefficients: result_ns *
         results + candidate_ns * candidates (0 for a table without them).
@@ -524,6 +535,8 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
 
 
 HANDOFF_ROUNDS = 301
+COPY_PROBE_BYTES = 128 << 20  # copied into segments: well beyond the last-level cache
+COPY_PROBE_REPS = 5
 
 
 def handoff_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
@@ -539,7 +552,15 @@ def handoff_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     rc = lib.tierlab_apcache_handoff_ns(rounds, wake, sig)
     if rc != 0:
         raise TierlabError(f"timing the thread hand-off failed (error {rc})")
+    rate = ffi.new("double *")
+    rc = lib.tierlab_apcache_copy_rate(COPY_PROBE_BYTES, COPY_PROBE_REPS, rate)
+    if rc != 0:
+        raise TierlabError(f"timing the segment-cache copy failed (error {rc})")
     return {"wake_ns": float(wake[0]), "signal_ns": float(sig[0]), "rounds": rounds,
+            "copy_bytes_per_s": float(rate[0]),
+            "copy_how": f"tierlab_apcache_copy_rate: {COPY_PROBE_BYTES >> 20} MiB copied page by "
+                        f"page (lock, LRU touch, chain write) into cold 32 KiB segments, median "
+                        f"of {COPY_PROBE_REPS}",
             "how": "tierlab_apcache_handoff_ns: pthread_cond_broadcast under the mutex to a "
                    "thread blocked in pthread_cond_wait for 50 us; medians"}
 

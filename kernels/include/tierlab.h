@@ -779,6 +779,14 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
  * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
 int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns);
 
+/* The runtime's copy into the segment cache, timed as its workers do it: per
+ * 4 KiB page of the emulated page cache, lock, LRU touch, copy into 32 KiB
+ * segments, unlock; `bytes` (>= 1 MiB) copied from a 1 MiB set of frames into
+ * cold segments, median of `reps` (>= 1) passes. *bytes_per_s the rate. The
+ * model charges a copy at min(this, the tier's write bandwidth).
+ * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
+int tierlab_apcache_copy_rate(uint64_t bytes, uint32_t reps, double *bytes_per_s);
+
 #ifdef __cplusplus
 }
 #endif

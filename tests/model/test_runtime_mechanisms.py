@@ -176,3 +176,38 @@ def test_signalling_a_waiting_worker_costs_the_query_thread():
     # between queries (latency unchanged)
     assert (q1["latency_ns"] == q0["latency_ns"]).all()
     assert (q1["start_ns"] - q0["start_ns"]).tolist() == [0, 3000, 6000]
+
+
+# --- copy into the segment cache (the cost table's threads.copy_bytes_per_s) ---------
+
+def test_copy_rate_probe_measures_a_positive_rate():
+    from tierlab.native import ffi_lib
+
+    ffi, lib = ffi_lib()
+    rate = ffi.new("double *")
+    assert lib.tierlab_apcache_copy_rate(4 << 20, 3, rate) == 0
+    assert 1e8 < rate[0] < 1e12  # bytes/s: memory speed, whatever the machine
+    assert lib.tierlab_apcache_copy_rate(1000, 3, rate) != 0  # below 1 MiB: refused
+
+
+class CopyCosts(Costs):
+    def __init__(self, rate, **kw):
+        super().__init__(**kw)
+        self.rate = rate
+
+    def copy_rate(self):
+        return self.rate
+
+
+def test_copies_go_at_the_slower_of_tier_and_copying_thread():
+    from tierlab import specs
+
+    ix = index_of([8 * PAGE, 8 * PAGE])
+    tr = trace_of([[0], [1]])
+    p = Params(config="hybrid-prefetch", cache_bytes=1 << 20, segment_bytes=4096, passes=1)
+    tier = specs.load("ddr4-2666")
+    chain = 8 * PAGE + 8  # postings + offsets of one block
+    fast = Simulation(ix, tr, p, CopyCosts(None), fast_device(), tier)
+    slow = Simulation(ix, tr, p, CopyCosts(1e9), fast_device(), tier)
+    assert fast.copy_ns[0] == round(chain * 1e9 / 76.8e9)
+    assert slow.copy_ns[0] == round(chain * 1e9 / 1e9)  # 1 GB/s < 76.8 GB/s

@@ -228,3 +228,45 @@ int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns) {
     free(sig);
     return rc;
 }
+
+/* ---- copy rate (tierlab_apcache_copy_rate) ------------------------------------------ */
+
+int tierlab_apcache_copy_rate(uint64_t bytes, uint32_t reps, double *bytes_per_s) {
+    const uint64_t frames_bytes = 1u << 20, seg = 32768;
+    if (bytes < frames_bytes || reps == 0 || !bytes_per_s) return TIERLAB_EINVAL;
+    uint64_t pages = bytes / TL_PAGE, nseg = (bytes + seg - 1) / seg;
+    uint8_t *frames = malloc(frames_bytes), *mem = malloc(nseg * seg);
+    uint8_t **segs = malloc(nseg * sizeof *segs);
+    uint64_t *t = malloc(reps * sizeof *t);
+    tierlab_cache *pol = NULL;
+    int rc = frames && mem && segs && t ? 0 : TIERLAB_ENOMEM;
+    if (!rc) rc = tierlab_cache_new(TIERLAB_POLICY_LRU, frames_bytes / TL_PAGE,
+                                    frames_bytes / TL_PAGE, &pol);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    if (!rc) {
+        memset(frames, 1, frames_bytes);
+        for (uint64_t i = 0; i < frames_bytes / TL_PAGE; i++)
+            tierlab_cache_insert(pol, i, 1, TIERLAB_NEVER);
+        for (uint64_t s = 0; s < nseg; s++) segs[s] = mem + s * seg;
+        memset(mem, 0, nseg * seg); /* mapped, as the runtime's segment cache is */
+        for (uint32_t r = 0; r < reps; r++) {
+            uint64_t a = tl_now_ns();
+            for (uint64_t p = 0; p < pages; p++) {
+                uint64_t key = p % (frames_bytes / TL_PAGE);
+                pthread_mutex_lock(&mu);
+                tierlab_cache_touch(pol, key, TIERLAB_NEVER);
+                tl_chain_write(segs, seg, p * TL_PAGE, frames + key * TL_PAGE, TL_PAGE);
+                pthread_mutex_unlock(&mu);
+            }
+            t[r] = tl_now_ns() - a;
+        }
+        qsort(t, reps, sizeof *t, tl_cmp_u64);
+        *bytes_per_s = (double)(pages * TL_PAGE) * 1e9 / (double)(t[reps / 2] ? t[reps / 2] : 1);
+    }
+    tierlab_cache_free(pol);
+    free(frames);
+    free(mem);
+    free(segs);
+    free(t);
+    return rc;
+}
