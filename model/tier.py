@@ -7,26 +7,64 @@ Two costs (APCACHE.md "The four configurations", TIERS.md):
   streams it: the tier's extra latency is exposed once per stream start,
   i.e. per segment of the chain (segments are not contiguous), and the
   stream overlaps the decoding, which waits for it only where it is slower
-  than the decoding (a roofline: max(compute, bytes / bandwidth)). Per
+  than the decoding (a roofline: max(decode, bytes / bandwidth)). Per
   query, over the blocks it decodes from the tier:
 
       stall_ns = segments * max(0, lat_seq(tier) - lat_seq(dram))
-               + max(0, bytes / bw1(tier) - decode_ns)
+               + max(0, max(decode_ns, bytes / bw1(tier))
+                        - max(decode_ns, bytes / bw1(dram)))
 
-  lat_seq = read_latency_seq_ns, bw1 = read_bandwidth_1thread_bytes_per_s
-  (the spec's read_bandwidth_bytes_per_s when it has none), decode_ns the
-  decoding CPU time of those blocks (the cost table's). Optane: 169.4 - 81.4
-  = 88 ns per 32 KiB segment, and a stream of 2.92 GB/s (one thread, one
-  DIMM) against a query thread that decodes ~0.2-0.4 GB/s: the stream keeps
-  up, the stall is the stream starts (~0.3 % of an H query). A tier no
-  slower than DDR4-2666 costs nothing. The reference measured on real
-  Optane that DRAM and PM are equal for the skip list and dictionary and
-  that hybrid-prefetch reaches base's QPS, as this rule has it. The tier's
-  aggregate read bandwidth (Optane: 6.52 GB/s per DIMM, 4 threads) is not
-  modelled as shared between cores: even four query threads stay below it.
-  `tier_factor` (a run key) replaces this by the older rule, an upper bound:
-  the decoding CPU time of the blocks served from the tier x factor (2.08
-  = Optane's latency ratio counts all decoding as memory stall).
+  lat_seq = read_latency_seq_ns, bw1 = read_bandwidth_1thread_bytes_per_s,
+  decode_ns the decoding CPU time of those blocks (the cost table's decode
+  timings, model/sim.py), bytes their compressed DID + freq bytes and
+  segments their share of the term's chain: a query that decodes b of a
+  term's B blocks is charged b/B of its bytes and of its segments
+  (ceil((bytes + 8 * blocks) / segment_bytes), the cache's own count).
+  The numbers (TIERS.md; Yang et al., FAST 2020):
+  * Optane: 169.4 - 81.4 = 88 ns per segment; one thread streams one DIMM
+    at 2.92 GB/s. With this machine's 1 GB cost table a DID + freq block
+    decodes in ~120 ns, and the reference index's H terms have 157-byte
+    blocks on average (71-305 bytes): the thread consumes ~1.3 GB/s
+    (0.6-2.6 GB/s), the stream keeps up, and the stall is the stream
+    starts: 88 ns per 32 KiB segment (~210 H blocks, ~25 us of decoding).
+    In the reference run (hybrid-prefetch, H, RP 0.25) a SINGLE query
+    reads 4.5 MB in 146 segments from the tier: 12.8 us of stall in
+    11.5 ms (0.11 %); AND 8.7 MB, 281 segments, 24.7 us in 37.8 ms
+    (0.07 %). Blocks above ~350 bytes (120 ns x 2.92 GB/s; M-class terms
+    at the reference scale, ~400 bytes) make the decoding wait for the
+    stream.
+  * DDR4-2666: TIERS.md has no single-thread read bandwidth, so bw1 falls
+    back to read_bandwidth_bytes_per_s (105.6 GB/s, six channels). That
+    overstates one thread's stream: DRAM's streaming time is a lower
+    bound, so the tier-minus-DRAM difference is an upper bound. (It never
+    binds here: 157 bytes at 105.6 GB/s is 1.5 ns against 120 ns of
+    decoding.) DRAM as the slow tier costs exactly 0 extra.
+  * cxl-type3: +100 ns over DRAM per segment (an assumption, mid-point of
+    TIERS.md's +70..+150 ns); no single-thread figure either, so bw1 is
+    its read_bandwidth_bytes_per_s (32 GB/s, one x8 link, an assumption).
+    That overstates one thread's stream, so CXL's streaming cost here is
+    a lower bound; it would matter only below ~2.6 GB/s per thread.
+  Why not "decode time x latency ratio" (2.08 for Optane) or an additive
+  byte term (bytes x (1/bw1(tier) - 1/bw1(dram)), every byte a stall on
+  top of the decoding: 157 x 0.333 = 52 ns per H block, +44 % on the
+  decoding): both treat the prefetched stream as if it did not overlap the
+  decoding. The reference measured on real Optane that DRAM and PM are
+  equal for the skip list and dictionary and that hybrid-prefetch reaches
+  base's QPS: the real serving slowdown is small, as this rule has it.
+  Sharing between cores: the tier's aggregate read bandwidth
+  (read_bandwidth_bytes_per_s; Optane 6.52 GB/s for one DIMM read by 4
+  threads) is shared by all cores' query threads, and is not modelled:
+  a query thread reads the tier at most at its decoding rate while it
+  decodes (~1.3 GB/s, bounded by bw1 by the rule above) and on average at
+  its bytes / its query time: 4.5 MB x 86.7 QPS = 0.39 GB/s (SINGLE),
+  8.7 MB x 26.5 QPS = 0.23 GB/s (AND) in the reference run. Four cores
+  thus read ~0.9-1.6 GB/s on average (14-24 % of 6.52 GB/s; 2-4 % of
+  the 37.6 GB/s of six interleaved DIMMs), and 4 x 1.3 = 5.2 GB/s only if
+  all four decoded at the same instant, still below 6.52 GB/s.
+  `tier_factor` (a run key) replaces this by the older multiplicative
+  rule, an upper bound: the decoding CPU time of the blocks served from
+  the tier x factor (Optane's latency ratio 169.4 / 81.4 = 2.08 counts all
+  decoding as memory stall).
 - copying a term into the segment cache: its chain bytes (postings plus 8
   bytes of offsets per block) / write_bandwidth_bytes_per_s of the tier, or
   / the rate the copying thread itself reaches when that is lower (the cost
@@ -46,12 +84,29 @@ from dataclasses import dataclass
 from tierlab.errors import TierlabError
 
 REFERENCE_DRAM = "ddr4-2666"
+BW1 = "read_bandwidth_1thread_bytes_per_s"
+BW = "read_bandwidth_bytes_per_s"
 
 
-def _bw1(spec) -> float:
-    v = spec.get("read_bandwidth_1thread_bytes_per_s") or spec["read_bandwidth_bytes_per_s"]
-    if not v or v <= 0:
-        raise TierlabError(f"memory spec '{spec.name}': read bandwidth must be > 0, got {v!r}")
+def _bw1(spec) -> tuple[float, str]:
+    """One thread's sequential read bandwidth of the tier and the key it came
+    from: BW1, or the aggregate BW when the spec has no BW1 (a fallback that
+    overstates a thread's stream; the module docstring says what it bounds)."""
+    key = BW1 if spec.get(BW1) is not None else BW
+    v = spec.get(key)
+    if v is None or not v > 0:
+        raise TierlabError(f"memory spec '{spec.name}': key '{key}' must be > 0 bytes/s "
+                           f"(the slow tier's serving cost streams at it), got {v!r}")
+    return float(v), key
+
+
+def _num(spec, key: str) -> float:
+    v = spec.get(key)
+    if v is None:
+        raise TierlabError(f"memory spec '{spec.name}' has no key '{key}': the model needs "
+                           "it for the slow tier's serving cost")
+    if not v >= 0:
+        raise TierlabError(f"memory spec '{spec.name}': key '{key}' must be >= 0, got {v!r}")
     return float(v)
 
 
@@ -61,35 +116,42 @@ class Tier:
     factor: float | None           # the multiplicative rule when given (tier_factor)
     write_bytes_per_s: float
     factor_source: str
-    segment_ns: float = 0.0        # exposed extra latency per segment read
+    segment_ns: float = 0.0        # exposed extra latency per segment read (stream start)
     byte_ns: float = 0.0           # ns per byte of the tier's single-thread stream
+    dram_byte_ns: float = 0.0      # the same for DDR4-2666 (the stream DRAM would give)
 
     @classmethod
     def from_spec(cls, spec, factor: float | None = None) -> "Tier":
         from tierlab import specs
 
         wbw = spec.get("write_bandwidth_bytes_per_s")
-        if not wbw:
-            raise TierlabError(f"slow tier '{spec.name}' has no write_bandwidth_bytes_per_s: "
-                               "the model needs it to copy terms into the segment cache")
+        if wbw is None or not wbw > 0:
+            raise TierlabError(f"slow tier '{spec.name}': key 'write_bandwidth_bytes_per_s' "
+                               f"must be > 0 bytes/s (the model copies terms into the segment "
+                               f"cache at it), got {wbw!r}")
         if factor is not None:
             if not factor > 0:
                 raise TierlabError(f"tier_factor must be > 0, got {factor}")
-            return cls(spec.name, float(factor), float(wbw), "given (tier_factor)")
+            return cls(spec.name, float(factor), float(wbw),
+                       "given (tier_factor): decoding time of the blocks served from the "
+                       "tier x factor, an upper bound")
         dram = specs.load(REFERENCE_DRAM, kind="memory")
-        seg = max(0.0, spec["read_latency_seq_ns"] - dram["read_latency_seq_ns"])
-        per_byte = 1e9 / _bw1(spec) if _bw1(spec) < _bw1(dram) else 0.0
-        how = (f"access: {seg:g} ns per segment (read_latency_seq_ns {spec['read_latency_seq_ns']:g}"
-               f" - {REFERENCE_DRAM} {dram['read_latency_seq_ns']:g}); stream at "
-               f"{_bw1(spec) / 1e9:g} GB/s overlapping the decoding")
-        return cls(spec.name, None, float(wbw), how, seg, per_byte)
+        lat, lat_d = _num(spec, "read_latency_seq_ns"), _num(dram, "read_latency_seq_ns")
+        (bw, key), (bw_d, key_d) = _bw1(spec), _bw1(dram)
+        seg = max(0.0, lat - lat_d)
+        how = (f"access: {seg:g} ns per segment (read_latency_seq_ns {lat:g} - {REFERENCE_DRAM} "
+               f"{lat_d:g}); stream at {bw / 1e9:g} GB/s ({key}) overlapping the decoding, "
+               f"{REFERENCE_DRAM} {bw_d / 1e9:g} GB/s ({key_d})")
+        return cls(spec.name, None, float(wbw), how, seg, 1e9 / bw, 1e9 / bw_d)
 
     def stall_ns(self, segments: float, nbytes: float, decode_ns: float) -> float:
-        """Extra stall of a query that decodes `nbytes` in `segments` segments
-        from the tier in decode_ns of CPU (access rule; 0 under tier_factor)."""
+        """Extra stall, over DDR4-2666, of a query that decodes `nbytes` in
+        `segments` segments from the tier in decode_ns of CPU (the access
+        rule of the module docstring; 0 under tier_factor)."""
         if self.factor is not None:
             return 0.0
-        return segments * self.segment_ns + max(0.0, nbytes * self.byte_ns - decode_ns)
+        stream = max(decode_ns, nbytes * self.byte_ns) - max(decode_ns, nbytes * self.dram_byte_ns)
+        return segments * self.segment_ns + max(0.0, stream)
 
     def copy_ns(self, nbytes: int, cpu_bytes_per_s: float | None = None) -> int:
         """A copy of nbytes into the tier: at its write bandwidth, or at the
