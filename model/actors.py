@@ -55,6 +55,13 @@ class Signal:
         return False
 
 
+def _resume(env, sim):
+    """Process step: a thread woken from a wait runs again wake_ns after the
+    signal (the runtime's futex wake-up, the cost table's threads.wake_ns)."""
+    if sim.wake_ns:
+        yield env.timeout(sim.wake_ns)
+
+
 def query_thread(env, sim, sh):
     tr = sim.trace
     qfirst, term, blocks = sim.qfirst, sim.term, sim.blocks
@@ -81,8 +88,7 @@ def query_thread(env, sim, sh):
                 sh.signal.notify()  # a worker stalled on a victim re-checks
                 while (sh.w_occ if hp else sh.w_q) < need:
                     yield sh.signal.wait()
-                if sim.wake_ns:  # a blocked thread runs again wake_ns after its signal
-                    yield env.timeout(sim.wake_ns)
+                yield from _resume(env, sim)
                 sh.qt_waiting = 0
                 acct.query_wait_ns += env.now - t0
                 sh.rec_wait[q] = env.now - t0
@@ -154,8 +160,7 @@ def _lookahead_wait(env, sim, sh, q, acct):
     t = env.now
     while q >= sh.taken + sh.fixed_la and not sh.qt_finished:
         yield sh.signal.wait()
-    if sim.wake_ns:
-        yield env.timeout(sim.wake_ns)
+    yield from _resume(env, sim)
     acct.worker_stall_ns += env.now - t
 
 
@@ -192,8 +197,7 @@ def _make_room(env, sim, sh, nseg, q, acct, rule):
                          "reason": "rule" if by_rule else "pinned"}))
         t = env.now
         yield sh.signal.wait()
-        if sim.wake_ns:
-            yield env.timeout(sim.wake_ns)
+        yield from _resume(env, sim)
         acct.worker_stall_ns += env.now - t
     return True
 
@@ -268,8 +272,7 @@ def copy_worker(env, sim, sh):
                 if sh.qt_finished:
                     return
                 yield sh.signal.wait()
-            if sim.wake_ns:
-                yield env.timeout(sim.wake_ns)
+            yield from _resume(env, sim)
         avail = sh.occ_done
         while j < avail:
             if sh.missed[j]:

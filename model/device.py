@@ -81,11 +81,6 @@ class Device:
                    read_latency_ns=spec["read_latency_ns"], queue_depth=int(spec["queue_depth"]),
                    seek_ns=spec.get("seek_ns", 0.0) or 0.0, name=spec.name)
 
-    def cost_ns(self, addr: int, nbytes: int) -> int:
-        """Service time of a request that starts now at addr (no state change)."""
-        cost = int(nbytes * self.ns_per_byte + 0.5)
-        return cost if addr == self.last_end else cost + self.position_ns
-
     def _plan(self, addr: int, nbytes: int) -> tuple[int, int]:
         """(busy ns, ns until done) of a request starting now in a slot:
         positioning in the slot, then the transfer in its turn."""
@@ -101,19 +96,7 @@ class Device:
         """Process step: one read of nbytes at device address addr; waits for a
         slot, then for its service time. `acct` (optional) gets reads,
         bytes_read and busy_ns added."""
-        ev = self.slots.take()
-        if ev is not None:
-            yield ev
-        cost, wait = self._plan(addr, nbytes)
-        self.reads += 1
-        self.bytes += nbytes
-        self.busy_ns += cost
-        if acct is not None:
-            acct.reads += 1
-            acct.bytes_read += nbytes
-            acct.busy_ns += cost
-        yield self.env.timeout(wait)
-        self.slots.give()
+        yield from self.read_many(((addr, nbytes),), acct)
 
     def read_many(self, requests, acct, log=None, core=-1, who="", term=-1):
         """Process step: the reads (addr, nbytes, ...) one after the other, as
@@ -129,9 +112,10 @@ class Device:
             self.reads += 1
             self.bytes += nbytes
             self.busy_ns += cost
-            acct.reads += 1
-            acct.bytes_read += nbytes
-            acct.busy_ns += cost
+            if acct is not None:
+                acct.reads += 1
+                acct.bytes_read += nbytes
+                acct.busy_ns += cost
             if log is not None:
                 log.append((env.now, core, who, "read", term,
                             {"addr": addr, "bytes": nbytes, "service_ns": cost}))

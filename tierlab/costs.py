@@ -539,12 +539,14 @@ COPY_PROBE_BYTES = 128 << 20  # copied into segments: well beyond the last-level
 COPY_PROBE_REPS = 5
 
 
-def handoff_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
-    """The runtime's thread hand-off (tierlab_apcache_handoff_ns): median ns
-    from a broadcast to the woken thread running, and of the broadcast
-    itself with a waiter. Neither is in a query's latency as `tierlab query
-    run` measures it, yet every prefetched query the query thread waits for
-    pays it (~5-10 us on a VM)."""
+def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
+    """The table's `threads` section: the runtime's thread hand-off
+    (tierlab_apcache_handoff_ns: median ns from a broadcast to the woken
+    thread running, and of the broadcast itself with a waiter) and the rate
+    of its worker's copy into the segment cache (tierlab_apcache_copy_rate).
+    None of it is in a query's latency as `tierlab query run` measures it,
+    yet every prefetched query the query thread waits for pays the hand-off
+    (~5-30 us on a VM) and every cached term the copy."""
     from .native import ffi_lib
 
     ffi, lib = ffi_lib()
@@ -699,7 +701,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
         ext = ix.extents()
         info = dict(ix.info)
         decode = decode_costs(ix, ext, seed=seed)
-    threads = handoff_costs()
+    threads = thread_costs()
     documents = int(info["docs"])
     thr = Thresholds.resolve(documents=documents)
     postings = dict(zip(ext["term"], ext["postings"].astype(np.int64)))
@@ -828,4 +830,4 @@ def _tick(bar, done: int, total: int) -> None:
 
 
 __all__ = ["Coefficients", "Costs", "load", "nnls", "fit_coefficients", "measure",
-           "decode_costs", "handoff_costs", "default", "default_path", "cache_dir"]
+           "decode_costs", "thread_costs", "default", "default_path", "cache_dir"]

@@ -373,13 +373,12 @@ def _term_table(grid: Grid, index: Path) -> tuple[dict, str]:
 
     table = grid.out / "workloads" / "index-terms.tsv"
     with Index(index) as ix:
-        ext = ix.extents()
         docs = int(ix.info["docs"])
-    if not table.exists():
-        table.parent.mkdir(parents=True, exist_ok=True)
-        t = ext[["term", "postings"]].copy()
-        t["occurrences"] = t["postings"]
-        t.to_csv(table, sep="\t", index=False)
+        if not table.exists():
+            table.parent.mkdir(parents=True, exist_ok=True)
+            t = ix.extents()[["term", "postings"]].copy()
+            t["occurrences"] = t["postings"]
+            t.to_csv(table, sep="\t", index=False)
     return {"terms": table, "documents": docs}, "index dictionary"
 
 
