@@ -266,6 +266,47 @@ static void tl_workload_free(tl_workload *w) {
     memset(w, 0, sizeof *w);
 }
 
+/* ---- waking the other thread of the shard -------------------------------------- */
+/* A futex wake costs the waker ~7-10 us here (the cost table's
+ * threads.signal_ns), so a thread is woken only when it blocked. Who blocks
+ * says so under the shard's mutex (qt_waiting, worker_asleep) before it
+ * re-checks its condition; a notifier publishes its progress first and reads
+ * that flag after, both sequentially consistent: either the waiter sees the
+ * progress or the notifier sees the flag and broadcasts under the mutex, so
+ * no wake-up is lost. (Spinning before blocking was tried: on this 2-vCPU VM
+ * a spinning thread slowed the worker it waited for by more than the wake-up
+ * it saved.) */
+
+/* Wake the worker if it blocked (call after publishing what it waits for). */
+static void tl_wake_worker(tl_shard *s) {
+    if (!atomic_load(&s->worker_asleep)) return;
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The worker blocks once on the shard's condition variable (mutex held).
+ * For a victim held by the query thread: the query thread releases it under
+ * the mutex, so the flag may be set here. A wait on a progress counter the
+ * query thread stores without the mutex (q_taken, occ_done) sets the flag
+ * before its condition's last check instead (tl_worker_await). */
+static void tl_worker_block(tl_shard *s) {
+    atomic_store(&s->worker_asleep, 1);
+    pthread_cond_wait(&s->cv, &s->mu);
+    atomic_store(&s->worker_asleep, 0);
+}
+
+/* Block (mutex held) until *counter + add > q, the query thread finishes or
+ * the run stops: the lookahead wait (q_taken + LA > q) and the hybrid
+ * worker's idle wait (occ_done > j). */
+static void tl_worker_await(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t q) {
+    atomic_store(&s->worker_asleep, 1);
+    while (q >= atomic_load(counter) + add && !atomic_load(&s->qt_finished) &&
+           !tl_stopping(s->run))
+        pthread_cond_wait(&s->cv, &s->mu);
+    atomic_store(&s->worker_asleep, 0);
+}
+
 /* ---- the query thread ------------------------------------------------------------ */
 
 /* Wait (counted) until the worker has prefetched query q. */
@@ -275,14 +316,14 @@ static uint64_t tl_wait_prefetched(tl_shard *s, uint64_t q) {
     int hp = r->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
     uint64_t need = hp ? w->qfirst[q + 1] : q + 1;
     _Atomic uint64_t *have = hp ? &s->w_occ : &s->w_q;
-    if (atomic_load_explicit(have, memory_order_acquire) >= need) return 0;
+    if (atomic_load(have) >= need) return 0;
     uint64_t t = tl_now_ns();
     pthread_mutex_lock(&s->mu);
-    s->qt_waiting = q + 1;
-    pthread_cond_broadcast(&s->cv); /* a worker stalled on a victim re-checks */
-    while (atomic_load_explicit(have, memory_order_acquire) < need && !tl_stopping(r))
-        pthread_cond_wait(&s->cv, &s->mu);
-    s->qt_waiting = 0;
+    atomic_store(&s->qt_waiting, q + 1);
+    /* a worker stalled on a victim re-checks: for this very query it bypasses */
+    if (atomic_load(&s->worker_asleep)) pthread_cond_broadcast(&s->cv);
+    while (atomic_load(have) < need && !tl_stopping(r)) pthread_cond_wait(&s->cv, &s->mu);
+    atomic_store(&s->qt_waiting, 0);
     pthread_mutex_unlock(&s->mu);
     return tl_now_ns() - t;
 }
@@ -317,14 +358,9 @@ static void *tl_query_thread(void *arg) {
         tl_qrec *rec = &s->rec[q];
         uint64_t t0 = tl_now_ns();
         rec->start_ns = t0 - r->t0;
-        atomic_store_explicit(&s->q_taken, q + 1, memory_order_release);
-        /* the worker may move on (fixed lookahead only: a broadcast to a
-         * waiting worker costs the query thread a futex wake, ~5 us) */
-        if (tl_is_prefetch(cfg) && r->p.lookahead != TIERLAB_LOOKAHEAD_ADAPTIVE) {
-            pthread_mutex_lock(&s->mu);
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-        }
+        atomic_store(&s->q_taken, q + 1);
+        /* the worker may move on (fixed lookahead only) */
+        if (tl_is_prefetch(cfg) && r->p.lookahead != TIERLAB_LOOKAHEAD_ADAPTIVE) tl_wake_worker(s);
         rec->lookahead = tl_worker_ahead(s, q);
         uint64_t j0 = w->qfirst[q], j1 = w->qfirst[q + 1];
         if (tl_is_prefetch(cfg) && w->known[q]) rec->wait_ns = tl_wait_prefetched(s, q);
@@ -384,8 +420,9 @@ static void *tl_query_thread(void *arg) {
                 if (pinned[i]) tl_query_release(&s->cs, w->term[j0 + i]);
                 if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH) tl_query_term_done(&s->cs);
             }
-            /* hybrid: the broadcast after the query (below) wakes the worker once */
-            if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH) pthread_cond_broadcast(&s->cv);
+            /* hybrid: the wake after the query (below) serves the worker once */
+            if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH && atomic_load(&s->worker_asleep))
+                pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
         }
         uint64_t t1 = tl_now_ns();
@@ -401,13 +438,9 @@ static void *tl_query_thread(void *arg) {
         rec->results = st.results;
         rec->done = 1;
         if (s->hits) memcpy(s->hits + q * r->p.k, s->qctx->out, (size_t)st.results * sizeof *s->hits);
-        atomic_store_explicit(&s->occ_done, j1, memory_order_release);
+        atomic_store(&s->occ_done, j1);
         atomic_store_explicit(&s->q_done, q + 1, memory_order_release);
-        if (cfg == TIERLAB_APCACHE_HYBRID) { /* the copy worker has work */
-            pthread_mutex_lock(&s->mu);
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-        }
+        if (cfg == TIERLAB_APCACHE_HYBRID) tl_wake_worker(s); /* the copy worker has work */
     }
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->qt_finished, 1);
@@ -424,32 +457,29 @@ static int tl_wait_lookahead(tl_shard *s, uint64_t q) {
     tl_run *r = s->run;
     uint32_t la = r->p.lookahead;
     if (la == TIERLAB_LOOKAHEAD_ADAPTIVE) return 0;
-    if (q < atomic_load_explicit(&s->q_taken, memory_order_acquire) + la) return 0;
+    if (q < atomic_load(&s->q_taken) + la) return 0;
     uint64_t t = tl_now_ns();
     pthread_mutex_lock(&s->mu);
-    while (q >= atomic_load_explicit(&s->q_taken, memory_order_acquire) + la &&
-           !atomic_load(&s->qt_finished) && !tl_stopping(r))
-        pthread_cond_wait(&s->cv, &s->mu);
+    tl_worker_await(s, &s->q_taken, la, q);
     int end = atomic_load(&s->qt_finished) || tl_stopping(r);
     pthread_mutex_unlock(&s->mu);
     s->worker_stall_ns += tl_now_ns() - t;
     return end;
 }
 
-/* Publish worker progress; wake the query thread only once what it waits
- * for is there (tl_wait_prefetched): an AND query would otherwise be woken
- * per term, each wake a futex call and a hand-off (~5-10 us). The query
- * thread is the only thread that waits on progress. */
+/* Publish worker progress; wake the query thread only when it blocked and
+ * what it waits for is there (tl_wait_prefetched): an AND query would
+ * otherwise be woken per term, each wake a futex call and a hand-off. The
+ * query thread is the only thread that waits on progress. */
 static void tl_worker_published(tl_shard *s, _Atomic uint64_t *counter, uint64_t v) {
     const tl_workload *w = &s->run->wl;
+    atomic_store(counter, v);
+    uint64_t q1 = atomic_load(&s->qt_waiting); /* query + 1 it blocks for, or 0 */
+    if (!q1) return;
+    int hp = s->run->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
+    if (atomic_load(hp ? &s->w_occ : &s->w_q) < (hp ? w->qfirst[q1] : q1)) return;
     pthread_mutex_lock(&s->mu);
-    atomic_store_explicit(counter, v, memory_order_release);
-    uint64_t q1 = s->qt_waiting; /* query + 1 it waits for, or 0 */
-    if (q1) {
-        int hp = s->run->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
-        uint64_t have = atomic_load_explicit(hp ? &s->w_occ : &s->w_q, memory_order_relaxed);
-        if (have >= (hp ? w->qfirst[q1] : q1)) pthread_cond_broadcast(&s->cv);
-    }
+    pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -495,7 +525,6 @@ static int tl_fill(tl_shard *s, uint64_t j, int direct, int count) {
     if (rc) return rc;
     pthread_mutex_lock(&s->mu);
     tl_worker_commit(&s->cs, term, nseg, w->next_use[j], count);
-    pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -508,13 +537,11 @@ static void *tl_hybrid_worker(void *arg) {
     const tl_workload *w = &r->wl;
     uint64_t j = 0;
     while (j < w->nocc && !tl_stopping(r)) {
-        uint64_t avail = atomic_load_explicit(&s->occ_done, memory_order_acquire);
+        uint64_t avail = atomic_load(&s->occ_done);
         if (j >= avail) { /* idle: nothing used yet that is not handled */
             pthread_mutex_lock(&s->mu);
-            while (j >= atomic_load_explicit(&s->occ_done, memory_order_acquire) &&
-                   !atomic_load(&s->qt_finished) && !tl_stopping(r))
-                pthread_cond_wait(&s->cv, &s->mu);
-            int end = j >= atomic_load_explicit(&s->occ_done, memory_order_acquire);
+            tl_worker_await(s, &s->occ_done, 0, j);
+            int end = j >= atomic_load(&s->occ_done);
             pthread_mutex_unlock(&s->mu);
             if (end) break;
             continue;
@@ -531,7 +558,7 @@ static void *tl_hybrid_worker(void *arg) {
                 step = tl_copy_step(&s->cs, w->term[j], w->nseg[j], w->next_use[j]);
                 if (step != TL_STEP_WAIT || tl_stopping(r)) break;
                 uint64_t t = tl_now_ns(); /* the victim is in use: wait for its release */
-                pthread_cond_wait(&s->cv, &s->mu);
+                tl_worker_block(s);
                 s->worker_stall_ns += tl_now_ns() - t;
             }
             pthread_mutex_unlock(&s->mu);
@@ -566,12 +593,12 @@ static void *tl_prefetch_worker(void *arg) {
             for (;;) {
                 step = tl_prefetch_step(&s->cs, w->term[j], w->nseg[j], w->next_use[j]);
                 if (step != TL_STEP_WAIT || tl_stopping(r)) break;
-                if (s->qt_waiting == q + 1) { /* the query thread waits for this very query */
+                if (atomic_load(&s->qt_waiting) == q + 1) { /* the query thread waits for this very query */
                     step = TL_STEP_BYPASS;
                     break;
                 }
                 uint64_t t = tl_now_ns();
-                pthread_cond_wait(&s->cv, &s->mu);
+                tl_worker_block(s);
                 s->worker_stall_ns += tl_now_ns() - t;
             }
             if (step == TL_STEP_HIT) s->seg_hits++;

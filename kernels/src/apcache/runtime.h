@@ -63,7 +63,8 @@ typedef struct tl_shard {
     _Atomic uint64_t w_occ;    /* term occurrences the worker finished */
     _Atomic uint64_t w_q;      /* queries the worker finished */
     _Atomic int qt_finished;   /* the query thread has left its loop */
-    uint64_t qt_waiting;       /* under mu: query + 1 the query thread waits for, or 0 */
+    _Atomic uint64_t qt_waiting; /* query + 1 the query thread blocks for, or 0 (set under mu) */
+    _Atomic int worker_asleep; /* the worker is blocked in cond_wait (set under mu) */
     /* results, written by their own thread, read after the join */
     tl_qrec *rec;
     tierlab_hit *hits;
