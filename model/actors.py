@@ -74,8 +74,9 @@ def query_thread(env, sim, sh):
     for q in range(tr.queries):
         t0 = env.now
         sh.taken = q + 1
-        if cfg != BASE:
-            sh.signal.notify()
+        # a fixed-lookahead worker waits for this: waking it costs a futex call
+        if prefetching and sh.fixed_la is not None and sh.signal.notify() and sim.signal_ns:
+            yield env.timeout(sim.signal_ns)
         acct = sim.acct[q // sim.nq_pass]
         sh.sample(q)
         sh.rec_lookahead[q] = sh.ahead(q)
@@ -147,7 +148,8 @@ def query_thread(env, sim, sh):
         sh.occ_done = j1
         if log is not None:
             log.append((env.now, sh.core, "query", "done", -1, {"query": q}))
-        if cfg != BASE and sh.signal.notify() and sim.signal_ns:
+        # released pins and finished occurrences: a hybrid worker may go on
+        if cfg in (HYBRID, HYBRID_PREFETCH) and sh.signal.notify() and sim.signal_ns:
             yield env.timeout(sim.signal_ns)  # the broadcast woke the worker
     sh.qt_finished = True
     sh.signal.notify()
@@ -164,6 +166,20 @@ def _lookahead_wait(env, sim, sh, q, acct):
     acct.worker_stall_ns += env.now - t
 
 
+def _publish(env, sim, sh):
+    """Process step after the worker published progress (w_q, w_occ): as the
+    runtime's tl_worker_published, the query thread is woken only when it is
+    blocked and what it waits for is there, and the futex wake costs the
+    worker signal_ns."""
+    q1 = sh.qt_waiting
+    if not q1:
+        return
+    have, need = ((sh.w_occ, int(sim.qfirst[q1])) if sim.cfg == HYBRID_PREFETCH
+                  else (sh.w_q, q1))
+    if have >= need and sh.signal.notify() and sim.signal_ns:
+        yield env.timeout(sim.signal_ns)
+
+
 def base_prefetch_worker(env, sim, sh):
     qfirst, term = sim.qfirst, sim.term
     for q in range(sim.trace.queries):
@@ -173,7 +189,7 @@ def base_prefetch_worker(env, sim, sh):
             acct.block_requests += sim.term_blocks[int(term[j])]
             yield from sim.pc.read_term(sh.core, int(term[j]), acct, "worker")
         sh.w_q = q + 1
-        sh.signal.notify()
+        yield from _publish(env, sim, sh)
 
 
 def _make_room(env, sim, sh, nseg, q, acct, rule):
@@ -255,9 +271,8 @@ def prefetch_worker(env, sim, sh):
                     "occurrence": j, "rolling_sum": la.rolling_sum if la is not None else None,
                     "pending": la.pending if la is not None else None}))
             sh.w_occ = j + 1
-            sh.signal.notify()
+            yield from _publish(env, sim, sh)
         sh.w_q = q + 1
-        sh.signal.notify()
 
 
 def copy_worker(env, sim, sh):
