@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -66,6 +67,7 @@ def test_parameters_a_configuration_does_not_use_make_no_extra_rows():
     ({"index": "/nonexistent/idx"}, "index"),
     ({"policy": "random"}, "policy"),
     ({"costs": "/nonexistent/costs.json"}, "costs"),
+    ({"repeats": 0}, "repeats"),
 ])
 def test_bad_grids_are_one_line_errors_naming_the_key(tmp_path, capsys, over, key):
     path = tmp_path / "g.yaml"
@@ -116,6 +118,31 @@ def test_tiny_grid_writes_every_output(tiny):
     assert s["cells"] == 2  # SINGLE and AND, four configurations ranked in each
     md = (tiny / "validation.md").read_text()
     assert md.count("| nvme-p4800x |") == 8
+
+
+def test_short_rows_keep_the_median_of_their_repeats(tiny):
+    for r in (tiny / "rows").iterdir():
+        rep = json.loads((r / "measured" / "repeats.json").read_text())
+        qps = rep["qps"]
+        assert len(qps) == 3  # every tiny run is far below REPEAT_BELOW_S
+        _, m = read_table(r / "measured" / "cache_run.parquet")
+        assert m["qps"].iloc[0] == sorted(qps)[1] == qps[rep["kept"]]
+    assert not list((tiny / "rows").glob("*/.measured*"))  # the other runs are gone
+
+
+def test_cpu_trace_is_the_median_of_its_runs(tmp_path):
+    from tierlab.traces.schema import write_table
+
+    t = tmp_path / "query.parquet"
+    rows = [{"run_id": "r", "source": "measured", "query_id": i, "query_type": "single",
+             "query_class": "H", "terms": ["t"], "latency_ns": 10, "postings_scored": 1,
+             "blocks_total": 1, "blocks_decoded": 1, "freq_blocks_decoded": 1,
+             "dict_bytes_read": 0, "skip_bytes_read": 0, "did_bytes_read": 0,
+             "freq_bytes_read": 0, "results": 1, "unknown_terms": 0} for i in range(3)]
+    write_table("query", pd.DataFrame(rows), t)
+    V._median_latency(t, [np.array([10, 50, 7]), np.array([30, 20, 9]), np.array([20, 40, 8])])
+    name, q = read_table(t)
+    assert name == "query" and q["latency_ns"].tolist() == [20, 40, 8]
 
 
 def test_runtime_and_model_read_the_same_inputs(tiny):
