@@ -20,34 +20,36 @@ the cartesian product, one runtime run and one model run each):
     readahead_bytes: 128KiB
     k: 1024
     cpu: measured                      # or table
-    repeats: 3                         # runs of a short row (and of the CPU trace); 1 = once
+    repeats: 3                         # runs of a short row (median kept); 1 = once
     out: validate-out
 
 Calibration (never from the runtime results validated here): the cost
 table of `tierlab query costs` measured once on the index
 (OUT/costs.json); with `cpu: measured` (the default) each query's CPU time
 as `tierlab query run` measured it on the same workload file with every
-structure in DRAM (OUT/workloads/<name>-k<k>.trace/, a trace the model replays:
-no fit error, measured blocks per term); the device specs of sim-configs/devices, and for the
-device `real` a spec measured on this machine by a small probe
-(OUT/devices/real.yaml, `probe_device`). The runtime's segment cache lives
-in DRAM (`--slow-tier dram`), so the model's slow tier is `ddr4-2666`
-(tier factor 1). Both do one cold pass.
+structure in DRAM, right before and right after the runtime run it is
+compared with (ROW/measured/cpu.trace/, a trace the model replays, each
+query's latency the mean of the two: no fit error, measured blocks per
+term); the device specs of sim-configs/devices, and for the device `real`
+a spec measured on this machine by a small probe (OUT/devices/real.yaml,
+`probe_device`). The runtime's segment cache lives in DRAM (`--slow-tier
+dram`), so the model's slow tier is `ddr4-2666` (tier factor 1). Both do
+one cold pass.
 
-Repeats. On a shared machine a run of a few tens of milliseconds (an NVMe
-row) moves by 10-30 % from one run to the next, with the memory system's
-state (this VM: 93-157 ns for the same 16 MiB pointer chase in successive
-processes). So a runtime run shorter than REPEAT_BELOW_S is run `repeats`
-times and the run with the median QPS is kept (all QPS in
-ROW/measured/repeats.json); longer runs average the noise themselves and run
-once. The CPU trace is recorded `repeats` times and each query's CPU time is
-the median of its runs, as `tierlab query costs` does. Neither side sees the
-other's results.
+Noise. The CPU speed of memory-bound code on this VM drifts by up to 60 %
+over seconds (400 SINGLE H queries: 7.8-14.8 ms for the same query run,
+in runs of similar values; a pure ALU loop stays within 1 %), so the CPU
+trace is taken next to the run it calibrates rather than once per
+workload. And a runtime run shorter than REPEAT_BELOW_S (an NVMe row: tens
+of milliseconds) is run `repeats` times, the run with the median QPS kept
+with its own CPU trace (all QPS in ROW/measured/repeats.json); longer runs
+average the noise themselves and run once. Neither side sees the other's
+results.
 
 Layout of OUT: index/ (a generated index, with corpus/), workloads/,
 costs.json, devices/real.yaml, rows/<row id>/{measured,model}/ (the three
-tables of each run; a row is finished when both hold cache_run.parquet, and
-a rerun skips it), then measured.parquet, model.parquet, validation.csv,
+tables of each run, and measured/cpu.trace/; a row is finished when both
+hold cache_run.parquet, and a rerun skips it), then measured.parquet, model.parquet, validation.csv,
 validation.md, parity.png, summary.json.
 """
 from __future__ import annotations
@@ -121,7 +123,7 @@ class Grid:
     out: Path
     costs: str         # "measure" or a cost table file
     cpu: str = "measured"  # the model's CPU per query: "measured" (query run trace) or "table"
-    repeats: int = 3       # runs of a short runtime row and of the CPU trace (median kept)
+    repeats: int = 3       # runs of a short runtime row (the median-QPS run kept)
     doc: dict = field(default_factory=dict)
 
     def workloads(self) -> list[dict]:
@@ -326,7 +328,8 @@ def parse(doc, where: str = "grid") -> Grid:
         if r is None:
             continue
         w = wls[combo[-1]]
-        rid = _digest({"row": r, "workload": w, "index": index, "cpu": cpu, "repeats": repeats})
+        rid = _digest({"row": r, "workload": w, "index": index, "cpu": cpu, "repeats": repeats,
+                       "cpu_trace": "per run"})
         if rid in seen:
             continue
         seen.add(rid)
@@ -416,46 +419,19 @@ def prepare_workloads(grid: Grid, index: Path) -> dict:
     return out
 
 
-def prepare_traces(grid: Grid, index: Path, wfiles: dict, log=print) -> dict:
-    """cpu: measured: `repeats` runs of `tierlab query run` per workload file
-    with every structure in DRAM, two passes (the warm one recorded), as a
-    trace the model replays with each query's measured CPU time (the median
-    of its runs), per workload and k: {(name, k): trace dir}. {} for cpu:
-    table."""
+def cpu_trace(index: Path, workload: Path, k: int, out: Path) -> None:
+    """A `tierlab query run` of the workload file with every structure in
+    DRAM (2 passes, the warm one recorded) as a trace in the folder `out`."""
     from . import query
-    from .traces.schema import read_table
 
-    if grid.cpu != "measured":
-        return {}
-    out = {}
-    for name, k in sorted({(workload_name(r.workload), r.values["k"]) for r in grid.rows}):
-        wfile = wfiles[name]
-        d = grid.out / "workloads" / f"{name}-k{k}.trace"
-        if not (d / "query.parquet").exists():
-            log(f"measuring per-query CPU time: tierlab query run {wfile.name} --k {k} "
-                f"(DRAM, 2 passes, {grid.repeats} runs)")
-            tmp = d.with_name(f".{d.name}.tmp-{os.getpid()}")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            lat = []
-            for i in range(grid.repeats):
-                rdir = tmp if i == 0 else tmp / f"run{i}"
-                rdir.mkdir(exist_ok=True)
-                query.run(index, wfile, rdir / "queries.parquet", k=k, placement="dram",
-                          passes=2, trace=rdir)
-                lat.append(read_table(rdir / "query.parquet")[1]["latency_ns"].to_numpy())
-            if grid.repeats > 1:
-                _median_latency(tmp / "query.parquet", lat)
-                for i in range(1, grid.repeats):
-                    shutil.rmtree(tmp / f"run{i}")
-            _swap_in(tmp, d)
-        out[name, k] = d
-    return out
+    out.mkdir(parents=True, exist_ok=True)
+    query.run(index, workload, out / "queries.parquet", k=k, placement="dram", passes=2,
+              trace=out)
 
 
 def _median_latency(table: Path, runs: list) -> None:
     """Rewrite the trace table's latency_ns as each query's median over the
-    runs (same workload, same query order)."""
+    runs (same workload, same query order; the mean of two)."""
     import numpy as np
 
     from .traces.schema import read_table, write_table
@@ -705,7 +681,10 @@ def _runtime_args(row: Row, cache: int) -> dict:
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
                real_spec: Path | None, probe: dict | None = None,
-               trace: Path | None = None) -> dict:
+               trace: Path | None = None, page_cap: int | None = None) -> dict:
+    """The model's run configuration of a row. page_cap: the page-cache cap
+    the runtime ran with on the real device, when its cgroup floor raised the
+    grid's (a parameter of that run, not a result)."""
     v = row.values
     hybrid = v["config"].startswith("hybrid")
     real = v["device"] == REAL
@@ -722,6 +701,8 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     if hybrid:
         doc["segment_bytes"] = v["segment_bytes"]
         doc["dram_budget_bytes"] = v["dram_budget_bytes"]
+    if real and page_cap:
+        doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
     if v["lookahead"] is not None:
         doc["lookahead"] = v["lookahead"]
     return doc
@@ -743,10 +724,11 @@ def is_done(out: Path, row: Row) -> bool:
 
 
 def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repeats: int,
-             progress=None) -> None:
+             progress=None, cpu: bool = True) -> None:
     """The runtime run of a row into `tmp`: once, or, when it took less than
     REPEAT_BELOW_S, `repeats` times with the run of the median QPS kept
-    (module docstring, Repeats); tmp/repeats.json lists every run's QPS."""
+    (module docstring, Noise); tmp/repeats.json lists every run's QPS. cpu:
+    a CPU trace before and after each run (tmp/cpu.trace/, `cpu_trace`)."""
     from . import apcache
     from .traces.schema import read_table
 
@@ -756,7 +738,18 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
             rdir = tmp.with_name(f"{tmp.name}.{i}")
             shutil.rmtree(rdir, ignore_errors=True)
             runs.append((0.0, rdir))
+            before = rdir.with_name(rdir.name + ".cpu")
+            shutil.rmtree(before, ignore_errors=True)
+            if cpu:
+                cpu_trace(index, workload, row.values["k"], before)
             apcache.run(index, workload, rdir, progress=progress, **_runtime_args(row, cache))
+            if cpu:
+                after = rdir / "cpu.trace"
+                cpu_trace(index, workload, row.values["k"], after)
+                _median_latency(after / "query.parquet",
+                                [read_table(d / "query.parquet")[1]["latency_ns"].to_numpy()
+                                 for d in (before, after)])
+                shutil.rmtree(before)
             r = read_table(rdir / "cache_run.parquet")[1].iloc[0]
             runs[-1] = (float(r["qps"]), rdir)
             if i == 0 and float(r["wall_ns"]) >= REPEAT_BELOW_S * 1e9:
@@ -770,15 +763,17 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
     finally:
         for _, rdir in runs:
             shutil.rmtree(rdir, ignore_errors=True)
+            shutil.rmtree(rdir.with_name(rdir.name + ".cpu"), ignore_errors=True)
 
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
             real_spec: Path | None, index_bytes: int, probe: dict | None = None,
-            progress=None, trace: Path | None = None, repeats: int = 1) -> bool:
+            progress=None, cpu: bool = True, repeats: int = 1) -> bool:
     """The runtime run, then the model run, of one row, each written to its
     folder at once (a temporary name renamed into place). A runtime run that
     fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
-    tries it again."""
+    tries it again. cpu: the model replays the CPU trace taken with the
+    kept runtime run (ROW/measured/cpu.trace), else the cost table."""
     from .model import config as cfgmod
 
     d = row_dir(out, row)
@@ -791,7 +786,7 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         tmp = d / f".measured.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _measure(row, index, workload, tmp, cache, repeats, progress)
+            _measure(row, index, workload, tmp, cache, repeats, progress, cpu)
         except TierlabError as e:  # e.g. OOM-killed in its cgroup: a failed row, not the grid
             shutil.rmtree(tmp, ignore_errors=True)
             (d / "failed.json").write_text(json.dumps({"side": "measured", "error": str(e)})
@@ -803,8 +798,15 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         _swap_in(tmp, d / "measured")
         (d / "failed.json").unlink(missing_ok=True)
     if not (d / "model" / "cache_run.parquet").exists():
+        page_cap = None
+        if row.values["device"] == REAL:
+            from .traces.schema import read_table
+
+            page_cap = int(read_table(d / "measured" / "cache_run.parquet")[1]
+                           ["dram_budget_bytes"].iloc[0])
+        trace = d / "measured" / "cpu.trace" if cpu else None
         cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real_spec,
-                                         probe, trace),
+                                         probe, trace, page_cap),
                               f"row {row.id}")
         res = cfgmod.run(cfg, costs=costs)
         tmp = d / f".model.tmp-{os.getpid()}"
@@ -936,8 +938,7 @@ def real_cap_notes(measured) -> list[str]:
     raised = lim.str.contains("raised from").sum()
     if raised:
         out.append(f"real device: {raised} run(s) had their page-cache cap raised by the runtime "
-                   "(smaller cgroup caps get it OOM-killed) while the model keeps the grid's cap: "
-                   "those rows compare different page-cache sizes")
+                   "(smaller cgroup caps get it OOM-killed); the model ran with the raised cap")
     return out
 
 
@@ -965,7 +966,6 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
     index = prepare_index(grid, log)
     wfiles = prepare_workloads(grid, index)
     costs, costs_path = prepare_costs(grid, index, log)
-    traces = prepare_traces(grid, index, wfiles, log)
     real_spec, probe = prepare_real(grid, index, log)
     notes = []
     if probe:
@@ -996,8 +996,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             bar.set_postfix_str(r.label(), refresh=True)
             ok = run_row(r, grid.out, index=index, workload=wfiles[workload_name(r.workload)],
                     costs=costs, costs_path=costs_path, real_spec=real_spec, index_bytes=ib,
-                    probe=probe, trace=traces.get((workload_name(r.workload), r.values["k"])),
-                    repeats=grid.repeats)
+                    probe=probe, cpu=grid.cpu == "measured", repeats=grid.repeats)
             if not ok:
                 err = json.loads((row_dir(grid.out, r) / "failed.json").read_text())["error"]
                 failed.append(f"{r.label()} (row {r.id}): {err}")

@@ -42,6 +42,19 @@ def test_rows_are_the_product_without_repeats():
     assert set(cells) == {4} and len(cells) == 24
 
 
+def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
+    g = V.parse(_grid(config=["base", "hybrid"], device=["real", "nvme-p4800x"]))
+    docs = {(r.values["config"], r.values["device"]):
+            V._model_doc(r, 100_000, tmp_path, tmp_path / "w", tmp_path / "c.json",
+                         tmp_path / "real.yaml", {"read_ahead_kb": 128}, None, 4 << 20)
+            for r in g.rows}
+    assert docs["base", "real"]["cache_bytes"] == 4 << 20
+    assert docs["hybrid", "real"]["dram_budget_bytes"] == 4 << 20
+    assert docs["hybrid", "real"]["cache_bytes"] == 100_000  # the segment cache stays
+    # an emulated device has no cgroup floor: the grid's sizes
+    assert docs["base", "nvme-p4800x"]["cache_bytes"] == 100_000
+
+
 def test_parameters_a_configuration_does_not_use_make_no_extra_rows():
     g = V.parse(_grid(config=["base", "base-prefetch", "hybrid-prefetch"],
                       segment_bytes=["16KiB", "32KiB"], lookahead=[8, "adaptive"]))
@@ -152,10 +165,12 @@ def test_runtime_and_model_read_the_same_inputs(tiny):
     for a, b in zip(m.sort_values("config").to_dict("records"),
                     p.sort_values("config").to_dict("records")):
         assert a["config"] == b["config"]
-        # the same query file: the model replays a DRAM query run of it (cpu: measured)
+        # the same query file: the model replays a DRAM query run of it (cpu: measured),
+        # taken next to the runtime run it is compared with
         assert Path(a["workload"]).parent == tiny / "workloads"
-        assert Path(b["workload"]) == Path(a["workload"]).with_name(
-            f"{Path(a['workload']).stem}-k{json.loads(a['params'])['k']}.trace")
+        trace = Path(b["workload"])
+        assert trace.name == "cpu.trace" and trace.parent.name == "measured"
+        assert trace.parent.parent.parent == tiny / "rows"
         _, trun = read_table(Path(b["workload"]) / "run.parquet")
         assert trun["workload"].iloc[0] == a["workload"] and trun["placement"].iloc[0] == "dram"
         assert a["cache_bytes"] == b["cache_bytes"] and a["queries"] == b["queries"]

@@ -1086,6 +1086,7 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
         snprintf(raised, sizeof raised, " (raised from %llu: smaller caps get the process "
                  "OOM-killed)", (unsigned long long)cap);
         cap = floor;
+        r->page_cap_bytes = cap; /* reported as the run's dram_budget_bytes */
     }
     uint64_t usage = tl_cgroup_usage(&r->cg);
     r->limit_bytes = usage + cap + slack;
