@@ -54,6 +54,7 @@ validation.md, parity.png, summary.json.
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import itertools
 import json
@@ -84,7 +85,12 @@ DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
             "lookahead": "default", "dram_budget_bytes": 50_000_000, "policy": "lru",
             "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure", "cpu": "measured",
             "repeats": 3, "out": "validate-out"}
-REPEAT_BELOW_S = 1.0  # runtime runs shorter than this are repeated (see Repeats)
+REPEAT_BELOW_S = 1.0  # runtime runs shorter than this are repeated (see Noise)
+# pause between the CPU trace (in this process) and the runtime run: the
+# trace's 26 MB DRAM copy of the index is freed and collected meanwhile, not
+# during the run's first queries (a ~1 ms stall there can tip base-prefetch
+# at a small cache into its thrashing state; 2 of 6 runs did without it)
+SETTLE_S = 0.3
 RUNTIME_SLOW_TIER = "dram"         # tierlab.apcache's default segment-cache tier
 MODEL_SLOW_TIER = "ddr4-2666"      # ... which the model reads as this memory spec
 REAL = "real"
@@ -742,6 +748,8 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
             shutil.rmtree(before, ignore_errors=True)
             if cpu:
                 cpu_trace(index, workload, row.values["k"], before)
+                gc.collect()
+                time.sleep(SETTLE_S)
             apcache.run(index, workload, rdir, progress=progress, **_runtime_args(row, cache))
             if cpu:
                 after = rdir / "cpu.trace"

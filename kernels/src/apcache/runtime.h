@@ -110,6 +110,10 @@ typedef struct tl_run {
     char limit_how[768];
     uint64_t limit_bytes;
     char drop_how[256];
+    /* the CPUs the query threads and workers are pinned to (tl_plan_cpus) */
+    int pin;                   /* every runtime thread has an allowed CPU of its own */
+    int *qt_cpu, *wk_cpu;      /* per shard, when pin */
+    char pin_how[256];
     /* real device accounting */
     uint64_t io_read0, io_read1;       /* /proc/self/io read_bytes */
     uint64_t blk_reads0, blk_reads1, blk_ticks0, blk_ticks1;
