@@ -95,7 +95,8 @@ RUNTIME_SLOW_TIER = "dram"         # tierlab.apcache's default segment-cache tie
 MODEL_SLOW_TIER = "ddr4-2666"      # ... which the model reads as this memory spec
 REAL = "real"
 # columns collect() adds to the cache_run rows (not of the result schema)
-LABELS = ("row_id", "cell", "device_label", "workload_type", "workload_class", "workload_rp")
+LABELS = ("row_id", "cell", "device_label", "workload_type", "workload_class", "workload_rp",
+          "grid_cache_bytes")
 # PARAM_KEYS of analysis/validation.py that the two sides fill differently for
 # the same run (real device name, 0 vs the page cap for unused parameters):
 # set from the grid row on both sides before pairing.
@@ -826,7 +827,10 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
 
 def collect(grid: Grid) -> tuple:
     """(measured, model) cache_run DataFrames of the finished rows, with the
-    columns row_id, cell, device_label and workload_{type,class,rp} (LABELS) added."""
+    columns row_id, cell, device_label, workload_{type,class,rp} and
+    grid_cache_bytes (the runtime's cache_bytes: the model's differs on the
+    real device when the runtime's cgroup floor raised the page cache)
+    (LABELS) added."""
     import pandas as pd
 
     from .traces.schema import read_table
@@ -836,8 +840,11 @@ def collect(grid: Grid) -> tuple:
         if not is_done(grid.out, r):
             continue
         d = row_dir(grid.out, r)
+        grid_cache = None
         for side, acc in (("measured", meas), ("model", mod)):
             _, df = read_table(d / side / "cache_run.parquet")
+            grid_cache = df["cache_bytes"].iloc[0] if grid_cache is None else grid_cache
+            df["grid_cache_bytes"] = grid_cache
             df["row_id"] = r.id
             df["cell"] = r.cell
             df["device_label"] = r.values["device"]
@@ -857,6 +864,7 @@ def _normalise(df):
     for k in NORMALISED:
         out[f"{k}_reported"] = out[k].astype(str)
     out["device"] = out["device_label"]
+    out["cache_bytes"] = out["grid_cache_bytes"]
     # a replayed trace (cpu: measured) does not know its workload's RP
     out["query_type"] = out["workload_type"]
     out["query_class"] = out["workload_class"]

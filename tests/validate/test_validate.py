@@ -185,6 +185,17 @@ def test_runtime_and_model_read_the_same_inputs(tiny):
             assert prm["tier_factor"] == pytest.approx(1.0)
 
 
+def test_a_raised_real_page_cache_is_not_a_parameter_mismatch(tiny):
+    grid = V.parse(yaml.safe_load(TINY.read_text()))
+    grid.out = tiny
+    m, p = V.collect(grid)
+    assert V.param_mismatches(m, p) == []
+    p.loc[0, "cache_bytes"] = 4 << 20  # the model ran with the runtime's raised cgroup cap
+    assert V.param_mismatches(m, p) == []
+    p.loc[0, "cores"] = 3  # any other difference still is one
+    assert len(V.param_mismatches(m, p)) == 1
+
+
 def test_rerun_skips_finished_rows_and_redoes_a_missing_side(tiny):
     rows = sorted((tiny / "rows").iterdir())
     assert len(rows) == 8
