@@ -207,8 +207,11 @@ def test_ctrl_c_writes_partial_results_and_leaves_nothing(setup, tmp_path, targe
            "--cores", "2", "--device", "hdd-7200", "--cache-size", "256KiB", "--segment-size",
            "8KiB", "--dram-budget", "64KiB", "--readahead", "4KiB", "--slow-tier",
            f"pm:{tmp_path}", "--quiet"]
+    # SIGINT back to its default in the child: a test run started in the background by a
+    # non-interactive shell inherits it ignored, and Python then never installs its handler
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     child = _child_of(proc.pid, "tierlab-kernels")
     time.sleep(1.0)  # ~100 HDD reads (4 ms each, one page each) in: well before the end
     os.kill(child if target == "child" else proc.pid, signal.SIGINT)
