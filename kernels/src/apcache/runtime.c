@@ -960,7 +960,7 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
  * the woken thread waited for the next tick while the other CPU idled:
  * query waits of ~2 ms every few hundred queries, each letting a
  * base-prefetch worker run LA queries ahead (measured here on NVMe rows). */
-static int tl_plan_cpus(tl_run *r) {
+static void tl_plan_cpus(tl_run *r) {
     cpu_set_t set;
     int allowed[CPU_SETSIZE], n = 0;
     if (sched_getaffinity(0, sizeof set, &set) == 0)
@@ -972,23 +972,19 @@ static int tl_plan_cpus(tl_run *r) {
         snprintf(r->pin_how, sizeof r->pin_how,
                  "no: %llu query threads and workers on %d allowed CPU(s)",
                  (unsigned long long)threads, n);
-        return 0;
+        return;
     }
-    r->qt_cpu = calloc(r->nshards, sizeof *r->qt_cpu);
-    r->wk_cpu = calloc(r->nshards, sizeof *r->wk_cpu);
-    if (!r->qt_cpu || !r->wk_cpu) return TIERLAB_ENOMEM;
     int k = 0;
     for (uint32_t i = 0; i < r->nshards; i++) {
-        r->qt_cpu[i] = allowed[k++];
-        r->wk_cpu[i] = workers ? allowed[k++] : -1;
+        r->sh[i].qt_cpu = allowed[k++];
+        r->sh[i].wk_cpu = workers ? allowed[k++] : -1;
     }
     r->pin = 1;
     char wk[48] = "";
-    if (workers) snprintf(wk, sizeof wk, ", its worker on CPU %d", r->wk_cpu[0]);
+    if (workers) snprintf(wk, sizeof wk, ", its worker on CPU %d", r->sh[0].wk_cpu);
     snprintf(r->pin_how, sizeof r->pin_how,
              "yes: each query thread and worker on an allowed CPU of its own (shard 0: query "
-             "thread on CPU %d%s; %d CPU(s) allowed)", r->qt_cpu[0], wk, n);
-    return 0;
+             "thread on CPU %d%s; %d CPU(s) allowed)", r->sh[0].qt_cpu, wk, n);
 }
 
 static void tl_pin(pthread_t t, int cpu) {
@@ -1008,8 +1004,7 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
                             p->dev_seek_ns, p->dev_queue_depth);
     if (rc) return tl_err(err, errlen, rc, "bad device parameters");
     r->dev_inited = 1;
-    rc = tl_plan_cpus(r);
-    if (rc) return tl_err(err, errlen, rc, "out of memory");
+    tl_plan_cpus(r);
     if (r->pin) r->dev.spin_ns = TL_SPIN_FULL_NS;
     uint64_t dev_addr = 0, key = 0;
     for (uint32_t i = 0; i < r->nshards; i++) {
@@ -1160,8 +1155,6 @@ static void tl_run_free(tl_run *r) {
     if (r->dev_inited) tl_device_destroy(&r->dev);
     tl_workload_free(&r->wl);
     free(r->samples);
-    free(r->qt_cpu);
-    free(r->wk_cpu);
 }
 
 /* ---- the run ----------------------------------------------------------------------- */
@@ -1212,8 +1205,8 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
             tl_shard *s = &r->sh[i];
             if (worker && pthread_create(&s->wk, NULL, worker, s) == 0) s->wk_started = 1;
             if (pthread_create(&s->qt, NULL, tl_query_thread, s) == 0) s->qt_started = 1;
-            if (r->pin && s->wk_started) tl_pin(s->wk, r->wk_cpu[i]);
-            if (r->pin && s->qt_started) tl_pin(s->qt, r->qt_cpu[i]);
+            if (r->pin && s->wk_started) tl_pin(s->wk, s->wk_cpu);
+            if (r->pin && s->qt_started) tl_pin(s->qt, s->qt_cpu);
             if ((worker && !s->wk_started) || !s->qt_started) {
                 rc = tl_err(err, errlen, TIERLAB_ENOMEM, "cannot start the threads of shard %u", i);
                 atomic_store(&r->failed, 1);

@@ -65,6 +65,7 @@ typedef struct tl_shard {
     _Atomic int qt_finished;   /* the query thread has left its loop */
     _Atomic uint64_t qt_waiting; /* query + 1 the query thread blocks for, or 0 (set under mu) */
     _Atomic int worker_asleep; /* the worker is blocked in cond_wait (set under mu) */
+    int qt_cpu, wk_cpu;        /* the CPUs its threads are pinned to, when the run pins */
     /* results, written by their own thread, read after the join */
     tl_qrec *rec;
     tierlab_hit *hits;
@@ -110,9 +111,7 @@ typedef struct tl_run {
     char limit_how[768];
     uint64_t limit_bytes;
     char drop_how[256];
-    /* the CPUs the query threads and workers are pinned to (tl_plan_cpus) */
-    int pin;                   /* every runtime thread has an allowed CPU of its own */
-    int *qt_cpu, *wk_cpu;      /* per shard, when pin */
+    int pin;                   /* every query thread and worker has a CPU (tl_plan_cpus) */
     char pin_how[256];
     /* real device accounting */
     uint64_t io_read0, io_read1;       /* /proc/self/io read_bytes */
