@@ -15,11 +15,13 @@ What the runtime does, in short (the C sources say it in full):
   a share of the segment cache; every core runs the whole workload back to
   back, and qps counts the queries of all cores;
 - devices: `real` reads the index's own device (mmap page faults, pread,
-  page-cache hits and misses counted with mincore); a storage spec of
+  page-cache hits and misses counted with mincore; what a miss reads ahead
+  is `readahead`, applied by the runtime with readahead(2) and the kernel's
+  read-around turned off, or the kernel's own with readahead=0); a storage spec of
   sim-configs/devices makes the device emulated: every read of postings is a
   pread plus an injected delay by the spec's bandwidth, latency (+ seek) and
   queue depth, and goes through the runtime's own page cache (LRU over 4 KiB
-  pages, readahead 128 KiB), because page faults cannot be delayed;
+  pages, the same readahead rule), because page faults cannot be delayed;
 - the DRAM cap (page cache) is `cache_size` for base configurations and the
   DRAM budget for hybrid ones. Real device: a child cgroup's memory limit
   when one is writable (cache_run.memory_limit_enforced says how, or why
@@ -249,11 +251,14 @@ def run(index, workload, out, *, config: str = "hybrid-prefetch", cache_size: in
                            f"per core")
     if not hybrid and cache_size < 4096:
         raise TierlabError(f"--cache-size {cache_size}: the page-cache cap must hold a 4096-byte page")
-    if not 4096 <= readahead <= 2**20:
-        raise TierlabError(f"--readahead {readahead}: 4 KiB .. 1 MiB")
     la = _lookahead(config, lookahead)
     slow = _check_slow_tier(slow_tier)
     dev_args, dev_spec, dev_name = _device_args(device)
+    if readahead == 0 and dev_name != "real":
+        raise TierlabError("--readahead kernel: only on the real device (an emulated device "
+                           "has no kernel readahead)")
+    if readahead and not 4096 <= readahead <= 2**20:
+        raise TierlabError(f"--readahead {readahead}: 4 KiB .. 1 MiB, or kernel")
     manifest = read_manifest(index)
     queries = read_queries(workload)
     meta = _workload_meta(workload, queries)

@@ -335,8 +335,11 @@ def parse(doc, where: str = "grid") -> Grid:
         if r is None:
             continue
         w = wls[combo[-1]]
-        rid = _digest({"row": r, "workload": w, "index": index, "cpu": cpu, "repeats": repeats,
-                       "cpu_trace": "per run"})
+        key = {"row": r, "workload": w, "index": index, "cpu": cpu, "repeats": repeats,
+               "cpu_trace": "per run"}
+        if r["device"] == REAL:  # rows measured under the kernel's read-around are stale
+            key["readahead"] = "runtime"
+        rid = _digest(key)
         if rid in seen:
             continue
         seen.add(rid)
@@ -629,15 +632,6 @@ def read_ahead_kb(dev: str) -> int | None:
     return None
 
 
-def real_readahead(probe: dict, default: int) -> int:
-    """The model's readahead window for the real device: the disk's
-    read_ahead_kb, clipped to what the model takes (4 KiB .. 1 MiB)."""
-    kb = probe.get("read_ahead_kb") if probe else None
-    if not kb:
-        return default
-    return max(4096, min(int(kb) * 1024, 2**20))
-
-
 def prepare_real(grid: Grid, index: Path, log=print) -> tuple[Path | None, dict]:
     """OUT/devices/real.yaml (probed once) when the grid uses `real`."""
     if not any(r.values["device"] == REAL for r in grid.rows):
@@ -687,17 +681,16 @@ def _runtime_args(row: Row, cache: int) -> dict:
 
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
-               real_spec: Path | None, probe: dict | None = None,
-               trace: Path | None = None, page_cap: int | None = None) -> dict:
+               real_spec: Path | None, trace: Path | None = None,
+               page_cap: int | None = None) -> dict:
     """The model's run configuration of a row. page_cap: the page-cache cap
     the runtime ran with on the real device, when its cgroup floor raised the
     grid's (a parameter of that run, not a result)."""
     v = row.values
     hybrid = v["config"].startswith("hybrid")
     real = v["device"] == REAL
-    # the real device's page faults read ahead by the disk's read_ahead_kb, not
-    # by the grid's readahead_bytes (that one is the emulated page cache's)
-    ra = real_readahead(probe, v["readahead_bytes"]) if real else v["readahead_bytes"]
+    # the runtime applies readahead_bytes on the real device too (not the disk's read_ahead_kb)
+    ra = v["readahead_bytes"]
     doc = {"config": v["config"], "policy": v["policy"],
            "device": str(real_spec) if real else v["device"],
            "slow_tier": MODEL_SLOW_TIER, "index": str(index),
@@ -815,7 +808,7 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
                            ["dram_budget_bytes"].iloc[0])
         trace = d / "measured" / "cpu.trace" if cpu else None
         cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real_spec,
-                                         probe, trace, page_cap),
+                                         trace, page_cap),
                               f"row {row.id}")
         res = cfgmod.run(cfg, costs=costs)
         tmp = d / f".model.tmp-{os.getpid()}"
@@ -992,10 +985,9 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real_spec}")
         ra = probe.get("read_ahead_kb")
         if ra:
-            notes.append(f"real device: the disk's read_ahead_kb is {ra}; the model reads "
-                         f"ahead {real_readahead(probe, 0) >> 10} KiB there (its maximum is "
-                         f"1 MiB)" + (" - less than the runtime's page faults read"
-                                      if ra > 1024 else ""))
+            notes.append(f"real device: the disk's read_ahead_kb is {ra}; the runtime turns the "
+                         f"kernel's read-around off for the index files and reads ahead "
+                         f"readahead_bytes itself, as the model and the emulated devices do")
         if probe["host_caching_suspected"]:
             notes.append("real device: 4 KiB reads at about memory speed; the host caches the "
                          "disk, so the real device cannot be modelled as a disk honestly")

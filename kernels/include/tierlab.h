@@ -725,7 +725,7 @@ typedef struct tierlab_apcache_params {
     uint64_t cache_bytes;
     uint64_t segment_bytes;     /* multiple of 8, 64 .. 1 GiB (hybrid configs)       */
     uint64_t dram_budget_bytes; /* hybrid configs: the page-cache cap; 0 = none       */
-    uint64_t readahead_bytes;   /* emulated page cache readahead, 4 KiB .. 1 MiB     */
+    uint64_t readahead_bytes;   /* 4 KiB .. 1 MiB; real device: 0 = the kernel's   */
     /* 0: the device under the index files (page faults, pread, mincore);
      * 1: every storage read is a pread plus an injected delay from these
      * numbers (the model's device timing rule, sim-configs/README.md). */

@@ -137,6 +137,25 @@ def test_real_device(setup, tmp_path, config):
         assert not list(parent.glob("tierlab-*")), parent
 
 
+@pytest.mark.parametrize("readahead,who", [("64KiB", "the runtime's: 64 KiB"),
+                                            ("kernel", "the kernel's")])
+def test_real_device_readahead(setup, tmp_path, readahead, who):
+    """The run's readahead decides what a real-device miss reads (the kernel's
+    read-around off), unless it is left to the kernel."""
+    d = setup
+    out = tmp_path / "ra"
+    assert _run(d, out, "--config", "base", "--cache-size", "256KiB",
+                "--readahead", readahead) == 0
+    pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
+    run = _tables(out)["cache_run"].iloc[0]
+    params = json.loads(run["params"])
+    assert params["readahead"].startswith(who), params["readahead"]
+    assert params["readahead_bytes"] == (0 if readahead == "kernel" else 64 << 10)
+    if readahead != "kernel" and run["memory_limit_enforced"].startswith("cgroup"):
+        # the grid's cap stands (no floor raise at 256 KiB with the runtime's readahead)
+        assert run["dram_budget_bytes"] == 256 << 10, run["memory_limit_enforced"]
+
+
 def test_fixed_lookahead_and_policy(setup, tmp_path):
     d = setup
     out = tmp_path / "fixed"
@@ -159,6 +178,8 @@ def test_fixed_lookahead_and_policy(setup, tmp_path):
     (["--device", "ddr4-2666"], "a storage spec is needed"),
     (["--slow-tier", "pm:/nonexistent/dir"], "needs an existing directory"),
     (["--slow-tier", "optane"], "one of dram, pm:PATH, numa:N"),
+    (["--readahead", "kernel", "--device", "nvme-p4800x"], "only on the real device"),
+    (["--readahead", "2MiB"], "4 KiB .. 1 MiB, or kernel"),
 ])
 def test_errors_name_the_bad_value(setup, tmp_path, capsys, args, message):
     d = setup

@@ -46,7 +46,7 @@ def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
     g = V.parse(_grid(config=["base", "hybrid"], device=["real", "nvme-p4800x"]))
     docs = {(r.values["config"], r.values["device"]):
             V._model_doc(r, 100_000, tmp_path, tmp_path / "w", tmp_path / "c.json",
-                         tmp_path / "real.yaml", {"read_ahead_kb": 128}, None, 4 << 20)
+                         tmp_path / "real.yaml", None, 4 << 20)
             for r in g.rows}
     assert docs["base", "real"]["cache_bytes"] == 4 << 20
     assert docs["hybrid", "real"]["dram_budget_bytes"] == 4 << 20

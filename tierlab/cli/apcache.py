@@ -38,6 +38,11 @@ def _policies() -> list[str]:
     return policies()
 
 
+def _readahead(text: str) -> int:
+    """A size, or 'kernel' (0: the kernel's own readahead, real device)."""
+    return 0 if text.strip().lower() == "kernel" else size(text)
+
+
 def register(sub) -> None:
     p = sub.add_parser("apcache", help="run the native APCache runtime",
                        description="The four APCache configurations of APCACHE.md as real threads "
@@ -101,8 +106,12 @@ def register(sub) -> None:
                    "slow tier; any tier of `tierlab query run --place`)")
     r.add_argument("--place-skip", metavar="TIER", help="tier of the skip list (default: the "
                    "slow tier)")
-    r.add_argument("--readahead", type=size, default="128KiB", metavar="SIZE",
-                   help="readahead window of the emulated page cache (default 128KiB)")
+    r.add_argument("--readahead", type=_readahead, default="128KiB", metavar="SIZE",
+                   help="readahead window, 4KiB .. 1MiB (default 128KiB): a missing page reads "
+                   "the run of missing pages from it up to this size, in the emulated page "
+                   "cache and on the real device alike (there the kernel's read-around is "
+                   "turned off for the index files); 'kernel' leaves the real device's to the "
+                   "kernel (its read_ahead_kb)")
     r.add_argument("--sample-ms", type=positive_int, default=10,
                    help="timeline sampling period in ms (default 10)")
     r.add_argument("--no-memory-limit", action="store_true",

@@ -85,6 +85,7 @@ typedef struct tl_file_ref {
     uint64_t dev_addr; /* device address of offset 0 */
     uint64_t key0;     /* page-cache key of page 0 */
     const uint8_t *map; /* the index's mmap of the file (page-aligned) */
+    uint32_t ra_pages;  /* real device: readahead run in pages; 0 = the kernel's */
 } tl_file_ref;
 
 typedef struct tl_pstats {
@@ -143,6 +144,7 @@ uint64_t tl_cgroup_usage(const tl_cgroup *cg);
 uint64_t tl_cgroup_peak(const tl_cgroup *cg);
 void tl_cgroup_reset_peak(tl_cgroup *cg);
 void tl_cgroup_leave(tl_cgroup *cg);
+uint64_t tl_populate_anon(void);
 
 /* ---- steps.c: the cache decisions ------------------------------------------
  * One shard's segment cache with what the threads share: the policy (inside
@@ -272,9 +274,10 @@ int tl_read_term_touch(const tl_reader *rd, const tl_extent *x, uint8_t *buf4k,
  * worker), or straight from the device with pread (hybrid-prefetch). */
 int tl_read_term_chain(const tl_reader *rd, const tl_extent *x, uint8_t **segs,
                        uint64_t segment_bytes, int direct, tl_pstats *ps);
-/* Resident pages of [off, off+len) of a mapped file (mincore), counting
- * those not equal to *last_page. */
-void tl_count_resident(const tl_file_ref *f, uint64_t off, uint64_t len, uint64_t *last_page,
-                       tl_pstats *ps);
+/* Real device, before [off, off+len) of a mapped file is touched: counts its
+ * pages but *last_page (mincore: resident = hit) and reads the missing ones
+ * ahead by f->ra_pages (terms.c: "Readahead on the real device"). */
+void tl_real_pages(const tl_file_ref *f, uint64_t off, uint64_t len, uint64_t *last_page,
+                   tl_pstats *ps);
 
 #endif

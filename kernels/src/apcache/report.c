@@ -137,6 +137,9 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
         tl_kv_u(f, "device_late_ns", atomic_load(&r->dev.late_ns));
         tl_kv_u(f, "device_late_preads", atomic_load(&r->dev.late_preads));
         tl_kv_u(f, "device_spin_ns", r->dev.spin_ns);
+    } else {
+        tl_kv_u(f, "readahead_bytes", p->readahead_bytes);
+        tl_kv_s(f, "readahead", r->ra_how);
     }
     tl_kv_s(f, "block_device", r->blk_dev);
     tl_kv_s(f, "slow_tier", p->slow_tier);

@@ -942,9 +942,11 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
         return tl_err(err, errlen, TIERLAB_EINVAL, "cache size %llu: the page-cache cap must be "
                       "at least one 4096-byte page", (unsigned long long)p->cache_bytes);
     }
-    if (p->readahead_bytes < TL_PAGE || p->readahead_bytes > TL_MAX_RA_PAGES * TL_PAGE)
-        return tl_err(err, errlen, TIERLAB_EINVAL, "readahead %llu: must be 4 KiB .. 1 MiB",
-                      (unsigned long long)p->readahead_bytes);
+    if ((p->readahead_bytes || p->emulated) &&
+        (p->readahead_bytes < TL_PAGE || p->readahead_bytes > TL_MAX_RA_PAGES * TL_PAGE))
+        return tl_err(err, errlen, TIERLAB_EINVAL, "readahead %llu: must be 4 KiB .. 1 MiB%s",
+                      (unsigned long long)p->readahead_bytes,
+                      p->emulated ? "" : " (or 0: the kernel's, real device)");
     if (p->emulated && (!(p->dev_read_bytes_per_s > 0) || p->dev_read_latency_ns < 0 ||
                         p->dev_seek_ns < 0 || p->dev_queue_depth < 1))
         return tl_err(err, errlen, TIERLAB_EINVAL,
@@ -1116,12 +1118,14 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
         snprintf(r->limit_how, sizeof r->limit_how, "no: %s", why);
         return;
     }
-    /* Room for what the run still allocates (timeline samples, thread stacks
-     * and arenas, per-term chain maps): the page cache gets cap +- this. */
-    const uint64_t slack = 2ull << 20;
-    /* Below a few MiB the kernel cannot reclaim fast enough under mmap
-     * readahead and OOM-kills the process (seen with 512 KiB): raise it. */
-    const uint64_t floor = 4ull << 20;
+    /* No slack above the cap: what the run allocates from here on (thread
+     * stacks, timeline samples; allocations of the setup were faulted in
+     * below) is taken from the page cache — a slack would be page cache the
+     * model is not told about (2 MiB of it gave a 4 MiB cap 6 MiB). Below a
+     * floor the kernel cannot reclaim fast enough and OOM-kills the process:
+     * seen at 64 KiB with the runtime's readahead (256 KiB and up ran), and
+     * at 512 KiB under the kernel's mmap read-around (8 MiB windows). */
+    const uint64_t floor = p->readahead_bytes ? 256ull << 10 : 4ull << 20;
     char raised[128] = "";
     if (cap < floor) {
         snprintf(raised, sizeof raised, " (raised from %llu: smaller caps get the process "
@@ -1129,8 +1133,9 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
         cap = floor;
         r->page_cap_bytes = cap; /* reported as the run's dram_budget_bytes */
     }
+    uint64_t populated = tl_populate_anon();
     uint64_t usage = tl_cgroup_usage(&r->cg);
-    r->limit_bytes = usage + cap + slack;
+    r->limit_bytes = usage + cap;
     char err[512];
     if (tl_cgroup_limit(&r->cg, r->limit_bytes, err, sizeof err)) {
         snprintf(r->limit_how, sizeof r->limit_how, "no: %s", err);
@@ -1140,10 +1145,37 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
     tl_cgroup_reset_peak(&r->cg); /* the peak of the run, not of the setup */
     snprintf(r->limit_how, sizeof r->limit_how,
              "cgroup v%d %s = %llu bytes: the runtime's memory at start %llu (slow tier "
-             "included when it is DRAM-backed) + page-cache cap %llu%s + %llu slack (%s)",
+             "included when it is DRAM-backed; allocations faulted in first: %llu bytes) + "
+             "page-cache cap %llu%s (%s)",
              r->cg.version, r->cg.version == 2 ? "memory.max" : "memory.limit_in_bytes",
              (unsigned long long)r->limit_bytes, (unsigned long long)usage,
-             (unsigned long long)cap, raised, (unsigned long long)slack, r->cg.path);
+             (unsigned long long)populated, (unsigned long long)cap, raised, r->cg.path);
+}
+
+/* Real device: who reads ahead (terms.c "Readahead on the real device").
+ * After the memory limit, whose page cap bounds the run as in the emulated
+ * cache: a run never takes more than a quarter of the cap. */
+static void tl_real_readahead(tl_run *r) {
+    const tierlab_apcache_params *p = &r->p;
+    if (p->emulated) return;
+    if (!p->readahead_bytes) {
+        snprintf(r->ra_how, sizeof r->ra_how, "the kernel's (read_ahead_kb of the disk, mmap "
+                 "read-around on page faults)");
+        return;
+    }
+    uint64_t ra = p->readahead_bytes / TL_PAGE, quarter = r->page_cap_bytes / TL_PAGE / 4;
+    if (r->page_cap_bytes && quarter < ra) ra = quarter > 0 ? quarter : 1;
+    int ok = 1;
+    for (uint32_t i = 0; i < r->nshards; i++)
+        for (int k = 0; k < 2; k++) {
+            tl_file_ref *f = &r->sh[i].rd.f[k];
+            f->ra_pages = (uint32_t)ra;
+            if (f->len) ok &= madvise((void *)f->map, f->len, MADV_RANDOM) == 0;
+            ok &= posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM) == 0;
+        }
+    snprintf(r->ra_how, sizeof r->ra_how, "the runtime's: %llu KiB runs of missing pages by "
+             "readahead(2), kernel read-around off (MADV_RANDOM, POSIX_FADV_RANDOM)%s",
+             (unsigned long long)(ra * TL_PAGE / 1024), ok ? "" : " - failed on a file");
 }
 
 static void tl_run_free(tl_run *r) {
@@ -1193,6 +1225,7 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
             snprintf(r->blk_dev, sizeof r->blk_dev, "%u:%u", major(st.st_dev), minor(st.st_dev));
         tl_drop_caches(r);
         tl_memory_limit(r, entered, why);
+        tl_real_readahead(r);
         r->io_read0 = tl_proc_io_read_bytes();
         if (tl_blk_stat(r->blk_dev, &r->blk_reads0, &r->blk_ticks0)) r->blk_dev[0] = 0;
         r->slow_static = tl_slow_static_bytes(r);

@@ -111,6 +111,7 @@ typedef struct tl_run {
     char limit_how[768];
     uint64_t limit_bytes;
     char drop_how[256];
+    char ra_how[256];      /* real device: who reads ahead, how */
     int pin;                   /* every query thread and worker has a CPU (tl_plan_cpus) */
     char pin_how[256];
     /* real device accounting */
