@@ -109,6 +109,10 @@ def diagnose(r: dict, tol: float = 0.15) -> str:
         if off(k):
             return what
     if r.get("storage_bytes_read_measured", 0) > 0:
+        if str(r.get("device", "")).split(":")[0] == "real":
+            # the same reads cost the kernel's page cache CPU the model has no number for
+            return ("kernel page-cache CPU (reclaim under the memory cap, I/O submission, page "
+                    "faults) or device timing")
         return "device timing (positioning, bandwidth, queueing) or CPU cost per block"
     return "CPU cost per block/posting (cost table)"
 

@@ -85,3 +85,10 @@ def test_parity_plot_writes_a_png(tmp_path):
     p = v.pair(_runs("measured"), _runs("model", qps_scale=1.1))
     v.parity_plot(p, tmp_path / "parity.png")
     assert (tmp_path / "parity.png").stat().st_size > 5000
+
+
+def test_a_real_device_row_whose_caches_agree_names_the_kernel_page_cache():
+    row = {"qps_rel_error": 0.4, "latency_p99_ns_rel_error": -0.5,
+           "storage_bytes_read_measured": 1e8, "storage_bytes_read_model": 1.02e8}
+    assert v.diagnose({**row, "device": "nvme-p4800x"}).startswith("device timing")
+    assert v.diagnose({**row, "device": "real"}).startswith("kernel page-cache CPU")
