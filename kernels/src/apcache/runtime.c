@@ -961,8 +961,18 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
  * cheaper; the waker, an emulated read later, spins (TL_SPIN_FULL_NS), so
  * the woken thread waited for the next tick while the other CPU idled:
  * query waits of ~2 ms every few hundred queries, each letting a
- * base-prefetch worker run LA queries ahead (measured here on NVMe rows). */
+ * base-prefetch worker run LA queries ahead (measured here on NVMe rows).
+ * Emulated devices only: a real read ends in the disk's interrupt, and a
+ * reader pinned away from the CPU that takes it waits for a cross-CPU
+ * wake-up on every read (base SINGLE, 365 reads of 128 KiB: 68-82 ms pinned
+ * off that CPU, 50-53 ms on it; unpinned the scheduler moves the reader). */
 static void tl_plan_cpus(tl_run *r) {
+    if (!r->p.emulated) {
+        snprintf(r->pin_how, sizeof r->pin_how,
+                 "no: real device (a reader pinned away from the CPU that takes the disk's "
+                 "interrupts waits for a cross-CPU wake-up on every read)");
+        return;
+    }
     cpu_set_t set;
     int allowed[CPU_SETSIZE], n = 0;
     if (sched_getaffinity(0, sizeof set, &set) == 0)
