@@ -61,6 +61,7 @@ import json
 import mmap
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -481,15 +482,47 @@ def _open_direct(path: Path) -> tuple[int, bool]:
         return os.open(path, os.O_RDONLY), False
 
 
+def runtime_reads(path, run_bytes: int, cap_bytes: int, reads: int, seed: int = 0) -> dict:
+    """`tierlab-kernels read-probe`: `reads` reads of run_bytes at random
+    offsets of `path`, each as the runtime reads a real-device miss (readahead
+    of the run, kernel read-around off, pages touched through a mapping), the
+    page cache capped at cap_bytes in a child cgroup when one is writable.
+    Returns mean and median ns and how the cap was held; TierlabError when
+    the probe cannot run."""
+    import numpy as np
+
+    from .apcache import _binary
+
+    cmd = [str(_binary()), "read-probe", str(path), str(run_bytes), str(cap_bytes), str(reads),
+           str(seed)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise TierlabError(f"read probe failed: {r.stderr.strip() or r.returncode}")
+    lines = r.stdout.splitlines()
+    how = next((x[4:] for x in lines if x.startswith("how ")), "")
+    ns = np.array([float(x) for x in lines if x and not x.startswith("how ")])
+    if len(ns) != reads:
+        raise TierlabError(f"read probe: {len(ns)} timings for {reads} reads")
+    return {"run_bytes": int(run_bytes), "reads": int(reads), "mean_ns": float(ns.mean()),
+            "median_ns": float(np.median(ns)), "p99_ns": float(np.quantile(ns, 0.99)),
+            "cap_bytes": int(cap_bytes), "how": how}
+
+
 def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2000,
-                 seq_chunk: int = 2**20, threads: int = 4, seed: int = 0) -> dict:
+                 seq_chunk: int = 2**20, threads: int = 4, seed: int = 0,
+                 run_bytes: int | None = 128 * 2**10, cap_bytes: int = 4 * 2**20,
+                 run_reads: int = 1000) -> dict:
     """Measure the storage under `folder`: a scratch file of file_bytes
     (written, fsynced, dropped from the page cache), then random 4 KiB reads
     at queue depth 1 (median latency), random 4 KiB reads from `threads`
     threads (IOPS -> the parallelism the device offers) and one sequential
     pass in seq_chunk reads (bandwidth). O_DIRECT where the file system
-    allows it, else posix_fadvise DONTNEED before each phase. The scratch
-    file is removed. Returns the numbers and how they were taken."""
+    allows it, else posix_fadvise DONTNEED before each phase. Then, unless
+    run_bytes is None, the same device through the runtime's own read path
+    (`runtime_reads`: runs of 4 KiB and of run_bytes, page cache capped at
+    cap_bytes): the latency and bandwidth of a line through those two means
+    are what the model's `real` device gets (`read_path` says which). The
+    scratch file is removed. Returns the numbers and how they were taken."""
     import random
 
     folder = Path(folder)
@@ -568,12 +601,34 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
         finally:
             os.close(fd)
         bw = off / (seq_ns / 1e9)
+        runtime = None
+        if run_bytes and run_bytes > page:
+            try:
+                runtime = [runtime_reads(scratch, b, cap_bytes, run_reads, seed)
+                           for b in (page, run_bytes)]
+            except (TierlabError, OSError, subprocess.TimeoutExpired) as e:
+                runtime = str(e)
     finally:
         scratch.unlink(missing_ok=True)
     # positioning = latency of a 4 KiB random read minus its transfer time
     read_latency = max(median - page / bw * 1e9, 0.0)
     qd = max(1, min(64, round(iops_par * median / 1e9)))
-    return {"read_latency_ns": float(read_latency), "read_4k_median_ns": float(median),
+    extra = {"read_path": "O_DIRECT" if direct else "buffered",
+             "direct_read_latency_ns": float(read_latency),
+             "direct_read_bandwidth_bytes_per_s": float(bw)}
+    if isinstance(runtime, list):
+        small, big = runtime
+        extra["runtime_reads"] = runtime
+        dt = big["mean_ns"] - small["mean_ns"]
+        if dt > 0:  # a line through the two mean read times
+            bw = (big["run_bytes"] - small["run_bytes"]) / (dt / 1e9)
+            read_latency = max(small["mean_ns"] - page / bw * 1e9, 0.0)
+            extra["read_path"] = "runtime"
+        else:
+            extra["runtime_reads_unused"] = "a longer run was not slower: kept the O_DIRECT line"
+    elif runtime is not None:
+        extra["runtime_reads_unused"] = runtime
+    return {**extra, "read_latency_ns": float(read_latency), "read_4k_median_ns": float(median),
             "read_4k_p90_ns": float(lat[int(0.9 * (len(lat) - 1))]),
             "read_bandwidth_bytes_per_s": float(bw), "iops_parallel": float(iops_par),
             "threads": threads, "queue_depth": int(qd), "o_direct": direct,
@@ -612,6 +667,19 @@ def write_device_spec(p: dict, path, *, block_device: str = "") -> Path:
             "source": f"{src}: {p['iops_parallel']:.0f} IOPS with {p['threads']} threads x "
                       f"median latency, rounded (the parallelism the device gave)"},
     }
+    rt = p.get("runtime_reads") if p.get("read_path") == "runtime" else None
+    if rt:
+        small, big = rt
+        line = (f"{src}: reads as the APCache runtime reads a real-device miss (readahead(2) "
+                f"of a run, pages touched through a mapping; {small['how']}), {small['reads']} "
+                f"at random offsets per size: mean {small['mean_ns'] / 1e3:.1f} us for 4 KiB, "
+                f"{big['mean_ns'] / 1e3:.1f} us for {big['run_bytes'] >> 10} KiB; ")
+        doc["read_bandwidth_bytes_per_s"]["source"] = (
+            line + f"the slope between them (O_DIRECT sequential: "
+            f"{p['direct_read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s)")
+        doc["read_latency_ns"]["source"] = (
+            line + f"the 4 KiB mean minus its transfer time (O_DIRECT 4 KiB median: "
+            f"{p['read_4k_median_ns'] / 1e3:.1f} us)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
@@ -640,8 +708,10 @@ def prepare_real(grid: Grid, index: Path, log=print) -> tuple[Path | None, dict]
     probe_file = grid.out / "devices" / "real-probe.json"
     if path.exists() and probe_file.exists():
         return path, json.loads(probe_file.read_text())
-    log("probing the disk under the index (random 4 KiB reads, sequential bandwidth) ...")
-    p = probe_device(index.resolve().parent)
+    log("probing the disk under the index (random 4 KiB reads, sequential bandwidth, reads "
+        "through the runtime's read path) ...")
+    ra = max(int(r.values["readahead_bytes"]) for r in grid.rows if r.values["device"] == REAL)
+    p = probe_device(index.resolve().parent, run_bytes=ra)
     try:
         st = os.stat(index / "dids.bin")
         p["block_device"] = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
@@ -983,6 +1053,16 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             f"{probe['read_4k_median_ns'] / 1e3:.1f} us, sequential "
             f"{probe['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s, queue depth "
             f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real_spec}")
+        if probe.get("read_path") == "runtime":
+            small, big = probe["runtime_reads"]
+            notes.append(
+                f"real device: the model's line is the runtime's read path ({small['how']}): "
+                f"mean {small['mean_ns'] / 1e3:.1f} us for 4 KiB, {big['mean_ns'] / 1e3:.1f} us "
+                f"for {big['run_bytes'] >> 10} KiB -> {probe['read_latency_ns'] / 1e3:.1f} us + "
+                f"{probe['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s")
+        elif probe.get("runtime_reads_unused"):
+            notes.append(f"real device: the O_DIRECT line is the model's "
+                         f"({probe['runtime_reads_unused']})")
         ra = probe.get("read_ahead_kb")
         if ra:
             notes.append(f"real device: the disk's read_ahead_kb is {ra}; the runtime turns the "

@@ -779,6 +779,18 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
  * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
 int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns);
 
+/* The real device as the runtime's reads see it (kernels/src/apcache/probe.c):
+ * `reads` reads of run_bytes (4 KiB .. 1 MiB) at random page-aligned offsets
+ * of the file at `path` (seeded), each read the way the runtime reads a miss
+ * on the real device — readahead(2) of the run with the kernel's read-around
+ * off, then every page touched through a mapping — in a child memory cgroup
+ * capped at cap_bytes of page cache when one is writable (0: no cap). The
+ * reads that first fill the cap are not timed. ns[i]: wall time of read i.
+ * how: whether the cap was enforced. 0, TIERLAB_EINVAL or TIERLAB_EIO. */
+int tierlab_apcache_read_probe(const char *path, uint64_t run_bytes, uint64_t cap_bytes,
+                               uint32_t reads, uint64_t seed, double *ns, char *how,
+                               size_t howlen, char *err, size_t errlen);
+
 /* The runtime's copy into the segment cache, timed as its workers do it: per
  * 4 KiB page of the emulated page cache, lock, LRU touch, copy into 32 KiB
  * segments, unlock; `bytes` (>= 1 MiB) copied from a 1 MiB set of frames into

@@ -298,6 +298,25 @@ def test_probe_and_spec(tmp_path):
     assert s["read_bandwidth_bytes_per_s"] == pytest.approx(p["read_bandwidth_bytes_per_s"], 1e-6)
     assert s["queue_depth"] == p["queue_depth"]
     assert "measured on this machine by tierlab validate on" in s.source("read_latency_ns")
+    # the model's line comes from reads through the runtime's own read path when they ran
+    if p["read_path"] == "runtime":
+        small, big = p["runtime_reads"]
+        assert small["run_bytes"] == 4096 and big["run_bytes"] == 128 << 10
+        assert big["mean_ns"] > small["mean_ns"] > 0
+        assert s["read_latency_ns"] + 4096 / s["read_bandwidth_bytes_per_s"] * 1e9 == \
+            pytest.approx(small["mean_ns"], rel=1e-3)
+        assert "as the APCache runtime reads a real-device miss" in s.source("read_latency_ns")
+    else:
+        assert p["runtime_reads_unused"]
+
+
+def test_read_probe_errors_are_named(tmp_path):
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"\0" * 8192)
+    with pytest.raises(TierlabError, match="too small"):
+        V.runtime_reads(small, 128 << 10, 4 << 20, 10)
+    with pytest.raises(TierlabError, match="4 KiB .. 1 MiB"):
+        V.runtime_reads(small, 100, 0, 10)
 
 
 def test_host_caching_is_named():

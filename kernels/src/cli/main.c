@@ -6,6 +6,9 @@
  *   tierlab-kernels apcache INDEX WORKLOAD OUTDIR [options]
  *                                       run the APCache runtime (tierlab.h);
  *                                       `tierlab apcache run` drives it
+ *   tierlab-kernels read-probe FILE RUN_BYTES CAP_BYTES READS SEED
+ *                                       time reads as the runtime reads a real-
+ *                                       device miss (`tierlab validate`'s probe)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -26,12 +29,16 @@ static int tl_usage(FILE *to) {
             "           [--readahead-bytes N] [--device-bandwidth B_PER_S --device-latency-ns NS\n"
             "           [--device-seek-ns NS] [--device-queue-depth N]] [--no-memory-limit]\n"
             "           [--hits] [--slow-tier dram|pm:PATH|numa:N] [--place-dict T] [--place-skip T]\n"
+            "       tierlab-kernels read-probe FILE RUN_BYTES CAP_BYTES READS SEED\n"
             "  codecs     list the codec registry and the implementation each runs (simd/scalar)\n"
             "  roundtrip  encode whitespace-separated unsigned 32-bit integers from stdin in\n"
             "             blocks of %d, decode them back, verify, print bits/int\n"
             "  apcache    run the APCache runtime; a --device-bandwidth makes the device\n"
             "             emulated. Prints `progress DONE TOTAL` lines; SIGINT/SIGTERM stop it\n"
-            "             with the results so far (exit 130). Exit 2 on bad arguments.\n",
+            "             with the results so far (exit 130). Exit 2 on bad arguments.\n"
+            "  read-probe time READS reads of RUN_BYTES at random offsets of FILE as the\n"
+            "             runtime reads a real-device miss, page cache capped at CAP_BYTES\n"
+            "             (0: none); prints ns per read, then `how ...`\n",
             TIERLAB_MAX_BLOCK);
     return to == stderr ? 2 : 0;
 }
@@ -145,6 +152,40 @@ static int tl_copy_opt(const char *opt, const char *v, char *dst, size_t len) {
     return 0;
 }
 
+/* read-probe FILE RUN_BYTES CAP_BYTES READS SEED: one line per timed read (ns),
+ * then `how <text>`. */
+static int tl_cmd_read_probe(int argc, char **argv) {
+    if (argc != 7) return tl_usage(stderr);
+    unsigned long long v[4];
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        errno = 0;
+        v[i] = strtoull(argv[3 + i], &end, 10);
+        if (errno || *end || end == argv[3 + i]) {
+            fprintf(stderr, "tierlab-kernels read-probe: not a whole number: '%s'\n", argv[3 + i]);
+            return 2;
+        }
+    }
+    if (v[2] == 0 || v[2] > 1000000) {
+        fprintf(stderr, "tierlab-kernels read-probe: READS must be 1 .. 1000000\n");
+        return 2;
+    }
+    double *ns = malloc(v[2] * sizeof *ns);
+    char how[1200], err[TIERLAB_ERRMSG];
+    if (!ns) return 1;
+    int rc = tierlab_apcache_read_probe(argv[2], v[0], v[1], (uint32_t)v[2], v[3], ns, how,
+                                        sizeof how, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "tierlab-kernels read-probe: %s\n", err);
+        free(ns);
+        return rc == TIERLAB_EINVAL ? 2 : 1;
+    }
+    for (unsigned long long i = 0; i < v[2]; i++) printf("%.0f\n", ns[i]);
+    printf("how %s\n", how);
+    free(ns);
+    return 0;
+}
+
 static int tl_cmd_apcache(int argc, char **argv) {
     if (argc < 5) return tl_usage(stderr);
     tierlab_apcache_params p;
@@ -233,5 +274,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "codecs") && argc == 2) return tl_cmd_codecs();
     if (!strcmp(argv[1], "roundtrip") && argc == 3) return tl_cmd_roundtrip(argv[2]);
     if (!strcmp(argv[1], "apcache")) return tl_cmd_apcache(argc, argv);
+    if (!strcmp(argv[1], "read-probe")) return tl_cmd_read_probe(argc, argv);
     return tl_usage(stderr);
 }
