@@ -32,7 +32,8 @@ compared with (ROW/measured/cpu.trace/, a trace the model replays, each
 query's latency the mean of the two: no fit error, measured blocks per
 term); the device specs of sim-configs/devices, and for the device `real`
 a spec measured on this machine by a small probe (OUT/devices/real.yaml,
-`probe_device`). The runtime's segment cache lives in DRAM (`--slow-tier
+`probe_device`: the latency and bandwidth of reads through the runtime's
+own read path, `runtime_reads`). The runtime's segment cache lives in DRAM (`--slow-tier
 dram`), so the model's slow tier is `ddr4-2666` (tier factor 1). Both do
 one cold pass.
 
