@@ -60,17 +60,37 @@ static void test_device_rule(void) {
     tl_device_destroy(&d);
 }
 
+/* An unlinked temp file of `len` zero bytes under /tmp; -1 (counted as a
+ * failure) when it cannot be made. */
+static int temp_file(size_t len) {
+    char path[] = "/tmp/tierlab-test-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "temp file");
+    if (fd < 0) return -1;
+    unlink(path);
+    uint8_t *zero = calloc(len, 1);
+    int ok = zero && write(fd, zero, len) == (ssize_t)len;
+    free(zero);
+    CHECK(ok, "write the temp file");
+    if (!ok) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* A read whose pread outlasts its planned service time is counted late (and
  * as a late pread); one planned long enough is not a late pread. */
 static void test_device_late(void) {
-    char path[] = "/tmp/tierlab-late-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0, "temp file");
-    if (fd < 0) return;
-    unlink(path);
     enum { LEN = 4 << 20 };
+    int fd = temp_file(LEN);
+    if (fd < 0) return;
     uint8_t *buf = calloc(LEN, 1);
-    CHECK(buf && write(fd, buf, LEN) == LEN, "write the temp file");
+    CHECK(buf != NULL, "buffer");
+    if (!buf) {
+        close(fd);
+        return;
+    }
     tl_device d;
     CHECK(tl_device_init(&d, 1, 1e18, 0, 0, 1) == 0, "device init"); /* plans ~0 ns */
     struct iovec v = {buf, LEN};
@@ -94,15 +114,9 @@ static void test_device_late(void) {
  * run are hits; nothing else is read (the kernel's read-around is off).
  * Needs a file system whose pages can be dropped (not tmpfs). */
 static void test_real_readahead(void) {
-    char path[] = "/tmp/tierlab-ra-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0, "temp file");
-    if (fd < 0) return;
-    unlink(path);
     enum { PAGES = 64 };
-    uint8_t *buf = calloc(PAGES, TL_PAGE);
-    CHECK(buf && write(fd, buf, PAGES * TL_PAGE) == PAGES * TL_PAGE, "write the temp file");
-    free(buf);
+    int fd = temp_file(PAGES * TL_PAGE);
+    if (fd < 0) return;
     fsync(fd);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     uint8_t *map = mmap(NULL, PAGES * TL_PAGE, PROT_READ, MAP_SHARED, fd, 0);
