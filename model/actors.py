@@ -56,10 +56,12 @@ class Signal:
 
 
 def _resume(env, sim):
-    """Process step: a thread woken from a wait runs again wake_ns after the
-    signal (the runtime's futex wake-up, the cost table's threads.wake_ns)."""
-    if sim.wake_ns:
-        yield env.timeout(sim.wake_ns)
+    """Process step: a thread woken from a wait runs again a wake-up after the
+    signal (the runtime's futex wake-up: Simulation.wake, drawn from the cost
+    table's measured wake-ups)."""
+    w = sim.wake()
+    if w:
+        yield env.timeout(w)
 
 
 def query_thread(env, sim, sh):

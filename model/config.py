@@ -391,7 +391,8 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     costs = costs if costs is not None else load_costs(v["costs"])
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
-    s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log).run()
+    s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
+                       seed=v["seed"]).run()
     m = s.metrics()
     wall = time.perf_counter() - t0
     la = p.lookahead_value()
@@ -399,6 +400,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
+        "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,
         "tier_factor_source": s.tier.factor_source if s.tier else None,

@@ -188,7 +188,8 @@ class Simulation:
     """Build with the inputs, call run(); results in `result()`."""
 
     def __init__(self, index: IndexMeta, trace: Trace, params: Params, costs, device_spec,
-                 tier_spec=None, *, log: list | None = None, cache_classes=None):
+                 tier_spec=None, *, log: list | None = None, cache_classes=None,
+                 seed: int = 0):
         p = params
         if p.config not in CONFIGS:
             raise TierlabError(f"config: unknown configuration '{p.config}'; known: "
@@ -284,10 +285,31 @@ class Simulation:
         # thread hand-off (the cost table's `threads`, tierlab_apcache_handoff_ns)
         wake, sig = costs.handoff() if hasattr(costs, "handoff") else (0.0, 0.0)
         self.wake_ns, self.signal_ns = int(wake + 0.5), int(sig + 0.5)
+        # each wake-up drawn from the measured ones when the table has them:
+        # their rare long tail (a vCPU not running) is what tips a prefetching
+        # run from one state into another; seeded, so a run is reproducible
+        samples = costs.wake_samples() if hasattr(costs, "wake_samples") else None
+        self._wakes = None
+        if samples is not None and len(samples):
+            self._wakes = np.rint(samples).astype(np.int64)
+            self._wake_rng = np.random.default_rng(seed)
+            self._wake_draws = iter(())
 
         self.acct = [Counters() for _ in range(p.passes)]
         self.shards = [Shard(self.env, self, c) for c in range(p.cores)]
         self.elapsed_ns = None
+
+    def wake(self) -> int:
+        """The time (ns) a thread takes to run again after it is signalled:
+        drawn from the measured wake-ups (bootstrap, in blocks of 4096 draws),
+        else the table's median wake_ns."""
+        if self._wakes is None:
+            return self.wake_ns
+        v = next(self._wake_draws, None)
+        if v is None:
+            self._wake_draws = iter(self._wake_rng.choice(self._wakes, 4096).tolist())
+            v = next(self._wake_draws)
+        return v
 
     def run(self) -> "Simulation":
         env = self.env

@@ -201,6 +201,18 @@ class Costs:
         except (TypeError, ValueError):
             raise TierlabError("threads: wake_ns and signal_ns must be numbers") from None
 
+    def wake_samples(self):
+        """Every measured wake-up (ns, sorted) of the `threads` section, which
+        the model draws its wake-ups from; None for a table without them (the
+        model then uses wake_ns for every wake-up)."""
+        v = (self.extra.get("threads") or {}).get("wake_ns_samples")
+        if not v:
+            return None
+        a = np.asarray(v, dtype=np.float64)
+        if a.ndim != 1 or not np.isfinite(a).all() or (a < 0).any():
+            raise TierlabError("threads: wake_ns_samples must be a list of numbers >= 0")
+        return a
+
     def copy_rate(self) -> float | None:
         """Bytes/s at which the runtime's worker copies a term into the segment
         cache (the table's threads.copy_bytes_per_s, measured by
@@ -534,15 +546,16 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     return result
 
 
-HANDOFF_ROUNDS = 301
+HANDOFF_ROUNDS = 4001  # a tail of a few in a thousand needs thousands (~0.5 s)
 COPY_PROBE_BYTES = 128 << 20  # copied into segments: well beyond the last-level cache
 COPY_PROBE_REPS = 5
 
 
 def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     """The table's `threads` section: the runtime's thread hand-off
-    (tierlab_apcache_handoff_ns: median ns from a broadcast to the woken
-    thread running, and of the broadcast itself with a waiter) and the rate
+    (tierlab_apcache_handoff_samples: ns from a broadcast to the woken thread
+    running, median and every round, and the median of the broadcast itself
+    with a waiter) and the rate
     of its worker's copy into the segment cache (tierlab_apcache_copy_rate).
     None of it is in a query's latency as `tierlab query run` measures it,
     yet every prefetched query the query thread waits for pays the hand-off
@@ -550,21 +563,24 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     from .native import ffi_lib
 
     ffi, lib = ffi_lib()
-    wake, sig = ffi.new("double *"), ffi.new("double *")
-    rc = lib.tierlab_apcache_handoff_ns(rounds, wake, sig)
+    wake, sig = ffi.new("double[]", rounds), ffi.new("double[]", rounds)
+    rc = lib.tierlab_apcache_handoff_samples(rounds, wake, sig)
     if rc != 0:
         raise TierlabError(f"timing the thread hand-off failed (error {rc})")
+    wakes = [int(round(wake[i])) for i in range(rounds)]
     rate = ffi.new("double *")
     rc = lib.tierlab_apcache_copy_rate(COPY_PROBE_BYTES, COPY_PROBE_REPS, rate)
     if rc != 0:
         raise TierlabError(f"timing the segment-cache copy failed (error {rc})")
-    return {"wake_ns": float(wake[0]), "signal_ns": float(sig[0]), "rounds": rounds,
+    return {"wake_ns": float(wake[rounds // 2]), "signal_ns": float(sig[rounds // 2]),
+            "rounds": rounds, "wake_ns_samples": wakes,
             "copy_bytes_per_s": float(rate[0]),
             "copy_how": f"tierlab_apcache_copy_rate: {COPY_PROBE_BYTES >> 20} MiB copied page by "
                         f"page (lock, LRU touch, chain write) into cold 32 KiB segments, median "
                         f"of {COPY_PROBE_REPS}",
-            "how": "tierlab_apcache_handoff_ns: pthread_cond_broadcast under the mutex to a "
-                   "thread blocked in pthread_cond_wait for 50 us; medians"}
+            "how": "tierlab_apcache_handoff_samples: pthread_cond_broadcast under the mutex "
+                   "to a thread blocked in pthread_cond_wait for 50 us, the two pinned to two "
+                   "CPUs; medians, and every wake-up (sorted) in wake_ns_samples"}
 
 
 def _decode_pass(ffi, lib, path, key, fname, ptr, start, end, lens, prevs, out, reps) -> dict:

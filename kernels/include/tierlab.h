@@ -779,6 +779,14 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
  * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
 int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns);
 
+/* The same n rounds, every one: wake_ns[n] and signal_ns[n] (sorted). A
+ * wake-up's tail matters, not only its median: on a VM a few in a thousand
+ * take 0.3-9 ms (the vCPU was not running), and one such wait can tip a
+ * prefetching run into another state (the model draws each wake-up from
+ * these). The two threads are pinned to two allowed CPUs when there are
+ * two, as the runtime pins its query thread and worker. */
+int tierlab_apcache_handoff_samples(uint32_t n, double *wake_ns, double *signal_ns);
+
 /* The real device as the runtime's reads see it (kernels/src/apcache/probe.c):
  * `reads` reads of run_bytes (4 KiB .. 1 MiB) at random page-aligned offsets
  * of the file at `path` (seeded), each read the way the runtime reads a miss

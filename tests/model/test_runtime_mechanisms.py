@@ -169,6 +169,36 @@ def test_a_waiting_query_thread_resumes_wake_ns_after_its_signal():
     assert q1["wait_ns"][0] - q0["wait_ns"][0] == 7000
 
 
+class DrawnWakeCosts(HandoffCosts):
+    def __init__(self, samples, **kw):
+        super().__init__(wake=float(np.median(samples)), **kw)
+        self.samples = np.asarray(samples, dtype=np.float64)
+
+    def wake_samples(self):
+        return self.samples
+
+
+def wake_sim(costs, seed=0):
+    ix = index_of([PAGE] * 40)
+    tr = trace_of([[i] for i in range(40)])
+    p = Params(config="base-prefetch", cache_bytes=1 << 20, passes=1, lookahead=1)
+    return Simulation(ix, tr, p, costs, fast_device(read_latency_ns=50_000.0), None, seed=seed)
+
+
+def test_wake_ups_are_drawn_from_the_measured_ones_seeded():
+    samples = [1000, 2000, 3000, 900_000]
+    sims = [wake_sim(DrawnWakeCosts(samples, query_ns=1000), seed) for seed in (0, 0, 1)]
+    draws = [[s.wake() for _ in range(200)] for s in sims]
+    assert set(draws[0]) == set(samples)  # only measured values, each of them in 200 draws
+    assert draws[0] == draws[1] and draws[0] != draws[2]  # the seed decides, and only it
+    # a table without samples: the median for every wake-up, as before
+    assert {wake_sim(HandoffCosts(2500, 0, query_ns=1000)).wake() for _ in range(5)} == {2500}
+    # in a run, every wake-up of the waiting query thread is a draw: the tail shows in its waits
+    tail = wake_sim(DrawnWakeCosts(samples, query_ns=1000)).run().query_rows()["wait_ns"]
+    flat = wake_sim(DrawnWakeCosts([2000] * 4, query_ns=1000)).run().query_rows()["wait_ns"]
+    assert max(tail) > 900_000 > max(flat)
+
+
 def test_signalling_a_waiting_worker_costs_the_query_thread():
     q0, s0 = prefetch_run(0, 0, "hybrid")
     q1, s1 = prefetch_run(0, 3000, "hybrid")

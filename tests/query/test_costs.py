@@ -251,6 +251,12 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
         assert d["fit"][qtype]["median_abs_rel_error"] < 0.6, d["fit"][qtype]
     # a SINGLE query of a big term costs more than one of a rare term
     assert t.query_cpu_ns("single", 40, 10000) > t.query_cpu_ns("single", 1, 1)
+    # the hand-off: every wake-up kept, sorted, for the model to draw from; wake_ns their median
+    th = d["threads"]
+    w = th["wake_ns_samples"]
+    assert len(w) == th["rounds"] and w == sorted(w) and w[0] > 0
+    assert th["wake_ns"] == pytest.approx(w[len(w) // 2], abs=1)
+    assert (t.wake_samples() == np.asarray(w, dtype=float)).all()
 
 
 def test_measure_with_given_workload(tiny_index, tmp_path):

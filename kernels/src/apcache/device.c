@@ -20,6 +20,7 @@
  * is one comparison and duplicated shards sit apart on the device. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -148,17 +149,41 @@ int tl_device_read(tl_device *d, int fd, struct iovec *iov, int iovcnt, uint64_t
 
 /* ---- hand-off timing (tierlab_apcache_handoff_ns) ----------------------------- */
 
+/* Two allowed CPUs for the probe's threads, as the runtime pins its query
+ * thread and worker (emulated devices); -1 when fewer are allowed. */
+static void tl_two_cpus(int *a, int *b) {
+    cpu_set_t set;
+    *a = *b = -1;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            if (*a < 0) *a = c;
+            else if (*b < 0) *b = c;
+        }
+    if (*b < 0) *a = -1;
+}
+
+static void tl_pin_self(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 typedef struct tl_handoff {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int waiting, gen, quit;
     _Atomic uint64_t woke_at;
     _Atomic int acked;
+    int cpu; /* the waiter's CPU, or -1 */
 } tl_handoff;
 
 static void *tl_handoff_waiter(void *arg) {
     tl_thread_setup();
     tl_handoff *h = arg;
+    tl_pin_self(h->cpu);
     pthread_mutex_lock(&h->mu);
     while (!h->quit) {
         int g = h->gen;
@@ -177,7 +202,7 @@ static int tl_cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns) {
+int tierlab_apcache_handoff_samples(uint32_t n, double *wake_ns, double *signal_ns) {
     if (n == 0 || !wake_ns || !signal_ns) return TIERLAB_EINVAL;
     uint64_t *wake = malloc(n * sizeof *wake), *sig = malloc(n * sizeof *sig);
     tl_handoff h;
@@ -188,8 +213,14 @@ int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns) {
         return TIERLAB_ENOMEM;
     }
     tl_thread_setup();
+    int cpu_self, cpu_waiter;
+    tl_two_cpus(&cpu_self, &cpu_waiter);
+    cpu_set_t saved;
+    int restore = cpu_self >= 0 && pthread_getaffinity_np(pthread_self(), sizeof saved, &saved) == 0;
+    h.cpu = cpu_waiter;
     pthread_t t;
     int rc = pthread_create(&t, NULL, tl_handoff_waiter, &h) ? TIERLAB_ENOMEM : 0;
+    if (!rc) tl_pin_self(cpu_self);
     for (uint32_t i = 0; i < n && !rc; i++) {
         for (;;) { /* the waiter is blocked in pthread_cond_wait */
             pthread_mutex_lock(&h.mu);
@@ -219,13 +250,29 @@ int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns) {
         pthread_join(t, NULL);
         qsort(wake, n, sizeof *wake, tl_cmp_u64);
         qsort(sig, n, sizeof *sig, tl_cmp_u64);
-        *wake_ns = (double)wake[n / 2];
-        *signal_ns = (double)sig[n / 2];
+        for (uint32_t i = 0; i < n; i++) {
+            wake_ns[i] = (double)wake[i];
+            signal_ns[i] = (double)sig[i];
+        }
     }
+    if (restore) pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
     pthread_mutex_destroy(&h.mu);
     pthread_cond_destroy(&h.cv);
     free(wake);
     free(sig);
+    return rc;
+}
+
+int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns) {
+    if (n == 0 || !wake_ns || !signal_ns) return TIERLAB_EINVAL;
+    double *w = malloc(n * sizeof *w), *s = malloc(n * sizeof *s);
+    int rc = w && s ? tierlab_apcache_handoff_samples(n, w, s) : TIERLAB_ENOMEM;
+    if (!rc) {
+        *wake_ns = w[n / 2];
+        *signal_ns = s[n / 2];
+    }
+    free(w);
+    free(s);
     return rc;
 }
 
