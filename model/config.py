@@ -46,6 +46,7 @@ DEFAULTS = {
     "tier_factor": None,
     "sample_ns": sim.DEFAULT_SAMPLE_NS,
     "seed": 0,
+    "wake_ups": "median",
     "out": "model-out",
     "name": "",
 }
@@ -55,6 +56,9 @@ WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", 
 # latency `tierlab query run` measured for each query (an all-DRAM run)
 CPU_SOURCES = ("table", "measured")
 COST_KEYS = ("query_ns", "block_ns", "posting_ns")
+# a thread's wake-up after its signal: the cost table's median, or each drawn
+# from its measured wake-ups (seeded by `seed`)
+WAKE_UPS = ("median", "drawn")
 
 
 def policies() -> tuple:
@@ -157,6 +161,8 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
     v["passes"] = _int("passes", v["passes"])
     v["sample_ns"] = _int("sample_ns", v["sample_ns"])
     v["seed"] = _int("seed", v["seed"], 0)
+    if v["wake_ups"] not in WAKE_UPS:
+        raise TierlabError(f"wake_ups: {v['wake_ups']!r}; one of {', '.join(WAKE_UPS)}")
     if v["tier_factor"] is not None:
         v["tier_factor"] = _num("tier_factor", v["tier_factor"], 0.0, open_lo=True)
     la = v["lookahead"]
@@ -392,7 +398,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
     s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
-                       seed=v["seed"]).run()
+                       seed=v["seed"], drawn_wake_ups=v["wake_ups"] == "drawn").run()
     m = s.metrics()
     wall = time.perf_counter() - t0
     la = p.lookahead_value()
@@ -400,6 +406,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
+        "wake_ups": v["wake_ups"],
         "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,

@@ -189,7 +189,7 @@ class Simulation:
 
     def __init__(self, index: IndexMeta, trace: Trace, params: Params, costs, device_spec,
                  tier_spec=None, *, log: list | None = None, cache_classes=None,
-                 seed: int = 0):
+                 seed: int = 0, drawn_wake_ups: bool = False):
         p = params
         if p.config not in CONFIGS:
             raise TierlabError(f"config: unknown configuration '{p.config}'; known: "
@@ -285,10 +285,13 @@ class Simulation:
         # thread hand-off (the cost table's `threads`, tierlab_apcache_handoff_ns)
         wake, sig = costs.handoff() if hasattr(costs, "handoff") else (0.0, 0.0)
         self.wake_ns, self.signal_ns = int(wake + 0.5), int(sig + 0.5)
-        # each wake-up drawn from the measured ones when the table has them:
-        # their rare long tail (a vCPU not running) is what tips a prefetching
-        # run from one state into another; seeded, so a run is reproducible
-        samples = costs.wake_samples() if hasattr(costs, "wake_samples") else None
+        # drawn_wake_ups: each wake-up drawn from the measured ones (when the
+        # table has them): their rare long tail (a vCPU not running) is what
+        # tips a prefetching run on a small cache into thrashing; seeded, so a
+        # run is reproducible. Off by default: how often the tail comes varied
+        # tenfold between measurements on one VM (model/README.md).
+        samples = (costs.wake_samples() if drawn_wake_ups and hasattr(costs, "wake_samples")
+                   else None)
         self._wakes = None
         if samples is not None and len(samples):
             self._wakes = np.rint(samples).astype(np.int64)

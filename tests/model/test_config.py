@@ -35,6 +35,7 @@ def base(**over):
     ({"cache_bytes": 4096}, "cache_bytes and cache_fraction"),
     ({"segment_bytes": 100}, "segment_bytes"),
     ({"dram_budget_bytes": -1}, "dram_budget_bytes"),
+    ({"wake_ups": "sometimes"}, "wake_ups"),
     ({"readahead_bytes": 2**21}, "readahead_bytes"),
     ({"cores": 0}, "cores"),
     ({"lookahead": 0}, "lookahead"),

@@ -178,11 +178,12 @@ class DrawnWakeCosts(HandoffCosts):
         return self.samples
 
 
-def wake_sim(costs, seed=0):
+def wake_sim(costs, seed=0, drawn=True):
     ix = index_of([PAGE] * 40)
     tr = trace_of([[i] for i in range(40)])
     p = Params(config="base-prefetch", cache_bytes=1 << 20, passes=1, lookahead=1)
-    return Simulation(ix, tr, p, costs, fast_device(read_latency_ns=50_000.0), None, seed=seed)
+    return Simulation(ix, tr, p, costs, fast_device(read_latency_ns=50_000.0), None, seed=seed,
+                      drawn_wake_ups=drawn)
 
 
 def test_wake_ups_are_drawn_from_the_measured_ones_seeded():
@@ -191,8 +192,10 @@ def test_wake_ups_are_drawn_from_the_measured_ones_seeded():
     draws = [[s.wake() for _ in range(200)] for s in sims]
     assert set(draws[0]) == set(samples)  # only measured values, each of them in 200 draws
     assert draws[0] == draws[1] and draws[0] != draws[2]  # the seed decides, and only it
-    # a table without samples: the median for every wake-up, as before
+    # a table without samples, or draws not asked for: the median for every wake-up
     assert {wake_sim(HandoffCosts(2500, 0, query_ns=1000)).wake() for _ in range(5)} == {2500}
+    median = wake_sim(DrawnWakeCosts(samples, query_ns=1000), drawn=False)
+    assert {median.wake() for _ in range(50)} == {2500}
     # in a run, every wake-up of the waiting query thread is a draw: the tail shows in its waits
     tail = wake_sim(DrawnWakeCosts(samples, query_ns=1000)).run().query_rows()["wait_ns"]
     flat = wake_sim(DrawnWakeCosts([2000] * 4, query_ns=1000)).run().query_rows()["wait_ns"]
