@@ -77,6 +77,16 @@ uint64_t tl_device_plan(tl_device *d, uint64_t addr, uint64_t len, uint64_t now)
 int tl_device_read(tl_device *d, int fd, struct iovec *iov, int iovcnt, uint64_t off,
                    uint64_t addr, uint64_t len);
 
+/* A mutex that spins a little before it sleeps (PTHREAD_MUTEX_ADAPTIVE_NP),
+ * for the page cache, device and shard locks: they are held for well under a
+ * microsecond, while a thread that sleeps on a contended lock waits for a
+ * futex wake-up, ~38 us on the VM this was measured on. With plain mutexes
+ * an emulated base-prefetch query thread, contending with its worker for
+ * the page cache's lock, spent 21 us a query outside its waits against 13
+ * us of measured CPU (AND H, NVMe, 4.4 MB cache); 16-18 us with these. A
+ * kernel's page-cache hits take no sleeping lock. */
+int tl_mutex_init_adaptive(pthread_mutex_t *m);
+
 /* ---- pagecache.c ----------------------------------------------------------- */
 /* A file of a shard as the device and the page cache see it. */
 typedef struct tl_file_ref {

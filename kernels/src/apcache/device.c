@@ -57,6 +57,15 @@ void tl_sleep_until(uint64_t t_ns) { tl_sleep_spin(t_ns, TL_SPIN_NS); }
 
 void tl_thread_setup(void) { prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul); }
 
+int tl_mutex_init_adaptive(pthread_mutex_t *m) {
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a)) return -1;
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP); /* best effort */
+    int rc = pthread_mutex_init(m, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc;
+}
+
 int tl_device_init(tl_device *d, int emulated, double bytes_per_s, double latency_ns,
                    double seek_ns, uint32_t queue_depth) {
     memset(d, 0, sizeof *d);
@@ -72,7 +81,7 @@ int tl_device_init(tl_device *d, int emulated, double bytes_per_s, double latenc
     }
     d->last_end = UINT64_MAX;
     d->spin_ns = TL_SPIN_NS;
-    if (pthread_mutex_init(&d->mu, NULL)) {
+    if (tl_mutex_init_adaptive(&d->mu)) {
         free(d->slot_free);
         return TIERLAB_ENOMEM;
     }

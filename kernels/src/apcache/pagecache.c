@@ -60,7 +60,7 @@ int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_b
     pc->nfree = frames;
     int rc = tierlab_cache_new(TIERLAB_POLICY_LRU, nkeys, frames, &pc->pol);
     if (rc) return rc;
-    if (pthread_mutex_init(&pc->mu, NULL) || pthread_cond_init(&pc->loaded, NULL))
+    if (tl_mutex_init_adaptive(&pc->mu) || pthread_cond_init(&pc->loaded, NULL))
         return TIERLAB_ENOMEM;
     pc->inited = 1;
     return 0;

@@ -867,7 +867,7 @@ static int tl_shard_copy(tl_run *r, tl_shard *s, char *err, size_t errlen) {
 static int tl_shard_open(tl_run *r, tl_shard *s, uint64_t *dev_addr, uint64_t *key, char *err,
                          size_t errlen) {
     s->run = r;
-    if (pthread_mutex_init(&s->mu, NULL) || pthread_cond_init(&s->cv, NULL))
+    if (tl_mutex_init_adaptive(&s->mu) || pthread_cond_init(&s->cv, NULL))
         return tl_err(err, errlen, TIERLAB_ENOMEM, "cannot create a mutex");
     if (!s->is_copy) snprintf(s->dir, sizeof s->dir, "%s", r->index_dir);
     char place[800];
