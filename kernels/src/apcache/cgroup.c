@@ -173,13 +173,14 @@ int tl_cgroup_limit(tl_cgroup *cg, uint64_t bytes, char *why, size_t whylen) {
 #endif
 
 /* Fault in every private anonymous writable mapping of the process (heap and
- * mmap'd allocations): memory allocated but not yet touched — calloc'd
- * per-term arrays of the vocabulary's size, touched term by term as the run
- * goes — is charged when touched, and would be taken from the page cache
- * under the limit (seen: 3.8 MB during a hybrid-prefetch run). Charged now,
- * it counts in the usage the limit is set above. Called before any thread
- * starts. Returns the bytes of the mappings populated; 0 when the kernel
- * cannot (before 5.14). */
+ * mmap'd allocations), for writing: memory allocated but not yet touched —
+ * calloc'd per-term arrays of the vocabulary's size, touched term by term as
+ * the run goes — is charged when touched, and would be taken from the page
+ * cache under the limit (seen: 3.8 MB during a hybrid-prefetch run); and a
+ * page first read maps the zero page, whose copy-on-write at the first write
+ * flushes the TLB of every CPU running the process (runtime.c). Called before
+ * any thread starts. Returns the bytes of the mappings populated; 0 when the
+ * kernel cannot (before 5.14). */
 uint64_t tl_populate_anon(void) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f) return 0;

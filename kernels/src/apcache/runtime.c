@@ -1143,7 +1143,6 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
         cap = floor;
         r->page_cap_bytes = cap; /* reported as the run's dram_budget_bytes */
     }
-    uint64_t populated = tl_populate_anon();
     uint64_t usage = tl_cgroup_usage(&r->cg);
     r->limit_bytes = usage + cap;
     char err[512];
@@ -1159,7 +1158,7 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
              "page-cache cap %llu%s (%s)",
              r->cg.version, r->cg.version == 2 ? "memory.max" : "memory.limit_in_bytes",
              (unsigned long long)r->limit_bytes, (unsigned long long)usage,
-             (unsigned long long)populated, (unsigned long long)cap, raised, r->cg.path);
+             (unsigned long long)r->populated, (unsigned long long)cap, raised, r->cg.path);
 }
 
 /* Real device: who reads ahead (terms.c "Readahead on the real device").
@@ -1233,6 +1232,14 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
         struct stat st;
         if (!r->p.emulated && fstat(r->sh[0].rd.f[0].fd, &st) == 0)
             snprintf(r->blk_dev, sizeof r->blk_dev, "%u:%u", major(st.st_dev), minor(st.st_dev));
+        /* Every anonymous mapping written once before any thread starts: a
+         * calloc'd array first read maps the shared zero page, and the first
+         * write to it then is a copy-on-write fault whose TLB flush
+         * interrupts the other CPU — the query thread's — with an IPI (found
+         * in a hybrid run: the worker's inserts into the segment cache's
+         * arrays, all-hit queries ~15 us slower than their CPU trace). It
+         * also charges those arrays before the cgroup limit is set. */
+        r->populated = tl_populate_anon();
         tl_drop_caches(r);
         tl_memory_limit(r, entered, why);
         tl_real_readahead(r);

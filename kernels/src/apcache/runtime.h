@@ -112,6 +112,7 @@ typedef struct tl_run {
     uint64_t limit_bytes;
     char drop_how[256];
     char ra_how[256];      /* real device: who reads ahead, how */
+    uint64_t populated;    /* bytes of anonymous mappings faulted in at the start */
     int pin;                   /* every query thread and worker has a CPU (tl_plan_cpus) */
     char pin_how[256];
     /* real device accounting */
