@@ -181,7 +181,23 @@ int tl_cgroup_limit(tl_cgroup *cg, uint64_t bytes, char *why, size_t whylen) {
  * flushes the TLB of every CPU running the process (runtime.c). Called before
  * any thread starts. Returns the bytes of the mappings populated; 0 when the
  * kernel cannot (before 5.14). */
+/* Larger mappings are left alone: a sanitizer's shadow (terabytes, reserved
+ * rw-p and anonymous) or any other huge reservation, never the runtime's
+ * arrays at the scales it runs. */
+#define TL_POPULATE_MAX_MAPPING (1ull << 30)
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define TL_POPULATE_OFF 1 /* their allocators and shadows: nothing to gain */
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define TL_POPULATE_OFF 1
+#endif
+#endif
+
 uint64_t tl_populate_anon(void) {
+#ifdef TL_POPULATE_OFF
+    return 0;
+#endif
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f) return 0;
     char line[4096];
@@ -193,7 +209,7 @@ uint64_t tl_populate_anon(void) {
         if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &a, &z, perms, &path_at) < 3) continue;
         const char *path = path_at ? line + path_at : "";
         int anon = path[0] == '\n' || path[0] == 0 || !strncmp(path, "[heap]", 6);
-        if (!anon || strcmp(perms, "rw-p") != 0) continue;
+        if (!anon || strcmp(perms, "rw-p") != 0 || z - a > TL_POPULATE_MAX_MAPPING) continue;
         if (madvise((void *)a, z - a, MADV_POPULATE_WRITE) == 0) done += z - a;
     }
     fclose(f);
