@@ -172,15 +172,6 @@ int tl_cgroup_limit(tl_cgroup *cg, uint64_t bytes, char *why, size_t whylen) {
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* Fault in every private anonymous writable mapping of the process (heap and
- * mmap'd allocations), for writing: memory allocated but not yet touched —
- * calloc'd per-term arrays of the vocabulary's size, touched term by term as
- * the run goes — is charged when touched, and would be taken from the page
- * cache under the limit (seen: 3.8 MB during a hybrid-prefetch run); and a
- * page first read maps the zero page, whose copy-on-write at the first write
- * flushes the TLB of every CPU running the process (runtime.c). Called before
- * any thread starts. Returns the bytes of the mappings populated; 0 when the
- * kernel cannot (before 5.14). */
 /* Larger mappings are left alone: a sanitizer's shadow (terabytes, reserved
  * rw-p and anonymous) or any other huge reservation, never the runtime's
  * arrays at the scales it runs. */
@@ -194,6 +185,15 @@ int tl_cgroup_limit(tl_cgroup *cg, uint64_t bytes, char *why, size_t whylen) {
 #endif
 #endif
 
+/* Fault in every private anonymous writable mapping of the process (heap and
+ * mmap'd allocations), for writing: memory allocated but not yet touched —
+ * calloc'd per-term arrays of the vocabulary's size, touched term by term as
+ * the run goes — is charged when touched, and would be taken from the page
+ * cache under the limit (seen: 3.8 MB during a hybrid-prefetch run); and a
+ * page first read maps the zero page, whose copy-on-write at the first write
+ * flushes the TLB of every CPU running the process (runtime.c). Called before
+ * any thread starts. Returns the bytes of the mappings populated; 0 when the
+ * kernel cannot (before 5.14). */
 uint64_t tl_populate_anon(void) {
 #ifdef TL_POPULATE_OFF
     return 0;
