@@ -843,8 +843,8 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
 
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
-            real_spec: Path | None, index_bytes: int, probe: dict | None = None,
-            progress=None, cpu: bool = True, repeats: int = 1) -> bool:
+            real_spec: Path | None, index_bytes: int, progress=None, cpu: bool = True,
+            repeats: int = 1) -> bool:
     """The runtime run, then the model run, of one row, each written to its
     folder at once (a temporary name renamed into place). A runtime run that
     fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
@@ -1088,7 +1088,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             bar.set_postfix_str(r.label(), refresh=True)
             ok = run_row(r, grid.out, index=index, workload=wfiles[workload_name(r.workload)],
                     costs=costs, costs_path=costs_path, real_spec=real_spec, index_bytes=ib,
-                    probe=probe, cpu=grid.cpu == "measured", repeats=grid.repeats)
+                    cpu=grid.cpu == "measured", repeats=grid.repeats)
             if not ok:
                 err = json.loads((row_dir(grid.out, r) / "failed.json").read_text())["error"]
                 failed.append(f"{r.label()} (row {r.id}): {err}")

@@ -77,6 +77,14 @@ uint64_t tl_device_plan(tl_device *d, uint64_t addr, uint64_t len, uint64_t now)
 int tl_device_read(tl_device *d, int fd, struct iovec *iov, int iovcnt, uint64_t off,
                    uint64_t addr, uint64_t len);
 
+/* Pin thread t to `cpu` (best effort; cpu < 0: leave it free). */
+void tl_pin_thread(pthread_t t, int cpu);
+
+/* Pages of one readahead run: readahead_bytes, at most a quarter of a page
+ * cache of cap_pages (0: no cap), at least 1 — the emulated cache's rule,
+ * applied on the real device too. */
+uint32_t tl_readahead_run_pages(uint64_t readahead_bytes, uint64_t cap_pages);
+
 /* A mutex that spins a little before it sleeps (PTHREAD_MUTEX_ADAPTIVE_NP),
  * for the page cache, device and shard locks: they are held for well under a
  * microsecond, while a thread that sleeps on a contended lock waits for a
@@ -113,7 +121,7 @@ typedef struct tl_pcache {
     uint32_t *frame_of; /* per page key, or UINT32_MAX */
     uint8_t *loading;   /* per page key: a read is in flight */
     uint32_t *free_frames;
-    uint32_t ra_pages, max_run;
+    uint32_t max_run;
     uint64_t reads;
     pthread_mutex_t mu;
     pthread_cond_t loaded;

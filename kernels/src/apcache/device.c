@@ -57,6 +57,12 @@ void tl_sleep_until(uint64_t t_ns) { tl_sleep_spin(t_ns, TL_SPIN_NS); }
 
 void tl_thread_setup(void) { prctl(PR_SET_TIMERSLACK, 1ul, 0ul, 0ul, 0ul); }
 
+uint32_t tl_readahead_run_pages(uint64_t readahead_bytes, uint64_t cap_pages) {
+    uint64_t ra = readahead_bytes / TL_PAGE, quarter = cap_pages / 4;
+    if (cap_pages && quarter < ra) ra = quarter;
+    return ra ? (uint32_t)ra : 1;
+}
+
 int tl_mutex_init_adaptive(pthread_mutex_t *m) {
     pthread_mutexattr_t a;
     if (pthread_mutexattr_init(&a)) return -1;
@@ -172,12 +178,12 @@ static void tl_two_cpus(int *a, int *b) {
     if (*b < 0) *a = -1;
 }
 
-static void tl_pin_self(int cpu) {
+void tl_pin_thread(pthread_t t, int cpu) {
     if (cpu < 0) return;
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    pthread_setaffinity_np(t, sizeof set, &set); /* best effort: a failure leaves it free */
 }
 
 typedef struct tl_handoff {
@@ -192,7 +198,7 @@ typedef struct tl_handoff {
 static void *tl_handoff_waiter(void *arg) {
     tl_thread_setup();
     tl_handoff *h = arg;
-    tl_pin_self(h->cpu);
+    tl_pin_thread(pthread_self(), h->cpu);
     pthread_mutex_lock(&h->mu);
     while (!h->quit) {
         int g = h->gen;
@@ -229,7 +235,7 @@ int tierlab_apcache_handoff_samples(uint32_t n, double *wake_ns, double *signal_
     h.cpu = cpu_waiter;
     pthread_t t;
     int rc = pthread_create(&t, NULL, tl_handoff_waiter, &h) ? TIERLAB_ENOMEM : 0;
-    if (!rc) tl_pin_self(cpu_self);
+    if (!rc) tl_pin_thread(pthread_self(), cpu_self);
     for (uint32_t i = 0; i < n && !rc; i++) {
         for (;;) { /* the waiter is blocked in pthread_cond_wait */
             pthread_mutex_lock(&h.mu);

@@ -37,11 +37,9 @@ int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_b
     if (frames < 1) frames = 1;
     if (frames >= TL_NOFRAME) return TIERLAB_EINVAL;
     pc->nframes = frames;
-    pc->ra_pages = (uint32_t)(readahead_bytes / TL_PAGE);
-    if (pc->ra_pages < 1) pc->ra_pages = 1;
     /* A run never takes more than a quarter of the frames, so a thread never
      * needs to evict pages of its own run. */
-    pc->max_run = frames / 4 > 0 ? (uint32_t)(frames / 4 < pc->ra_pages ? frames / 4 : pc->ra_pages) : 1;
+    pc->max_run = tl_readahead_run_pages(readahead_bytes, frames);
     /* populated up front: a first-touch fault per frame inside the read
      * (~1-2 us each, 32 per readahead window) would make the pread outlast
      * the emulated service time; the OS page cache has no such cost */

@@ -999,13 +999,6 @@ static void tl_plan_cpus(tl_run *r) {
              "thread on CPU %d%s; %d CPU(s) allowed)", r->sh[0].qt_cpu, wk, n);
 }
 
-static void tl_pin(pthread_t t, int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    pthread_setaffinity_np(t, sizeof set, &set); /* best effort: a failure leaves it free */
-}
-
 static int tl_setup(tl_run *r, char *err, size_t errlen) {
     const tierlab_apcache_params *p = &r->p;
     int cfg = p->config;
@@ -1172,19 +1165,18 @@ static void tl_real_readahead(tl_run *r) {
                  "read-around on page faults)");
         return;
     }
-    uint64_t ra = p->readahead_bytes / TL_PAGE, quarter = r->page_cap_bytes / TL_PAGE / 4;
-    if (r->page_cap_bytes && quarter < ra) ra = quarter > 0 ? quarter : 1;
+    uint32_t ra = tl_readahead_run_pages(p->readahead_bytes, r->page_cap_bytes / TL_PAGE);
     int ok = 1;
     for (uint32_t i = 0; i < r->nshards; i++)
         for (int k = 0; k < 2; k++) {
             tl_file_ref *f = &r->sh[i].rd.f[k];
-            f->ra_pages = (uint32_t)ra;
+            f->ra_pages = ra;
             if (f->len) ok &= madvise((void *)f->map, f->len, MADV_RANDOM) == 0;
             ok &= posix_fadvise(f->fd, 0, 0, POSIX_FADV_RANDOM) == 0;
         }
     snprintf(r->ra_how, sizeof r->ra_how, "the runtime's: %llu KiB runs of missing pages by "
              "readahead(2), kernel read-around off (MADV_RANDOM, POSIX_FADV_RANDOM)%s",
-             (unsigned long long)(ra * TL_PAGE / 1024), ok ? "" : " - failed on a file");
+             (unsigned long long)ra * TL_PAGE / 1024, ok ? "" : " - failed on a file");
 }
 
 static void tl_run_free(tl_run *r) {
@@ -1255,8 +1247,8 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
             tl_shard *s = &r->sh[i];
             if (worker && pthread_create(&s->wk, NULL, worker, s) == 0) s->wk_started = 1;
             if (pthread_create(&s->qt, NULL, tl_query_thread, s) == 0) s->qt_started = 1;
-            if (r->pin && s->wk_started) tl_pin(s->wk, s->wk_cpu);
-            if (r->pin && s->qt_started) tl_pin(s->qt, s->qt_cpu);
+            if (r->pin && s->wk_started) tl_pin_thread(s->wk, s->wk_cpu);
+            if (r->pin && s->qt_started) tl_pin_thread(s->qt, s->qt_cpu);
             if ((worker && !s->wk_started) || !s->qt_started) {
                 rc = tl_err(err, errlen, TIERLAB_ENOMEM, "cannot start the threads of shard %u", i);
                 atomic_store(&r->failed, 1);

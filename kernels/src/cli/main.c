@@ -119,12 +119,12 @@ static int tl_progress_line(void *ctx, uint64_t done, uint64_t total) {
     return tl_interrupted != 0;
 }
 
-static int tl_parse_u64(const char *opt, const char *v, uint64_t *out) {
+static int tl_parse_u64(const char *cmd, const char *opt, const char *v, uint64_t *out) {
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || *end || end == v || v[0] == '-') {
-        fprintf(stderr, "tierlab-kernels apcache: %s: not a whole number: '%s'\n", opt, v);
+        fprintf(stderr, "tierlab-kernels %s: %s: not a whole number: '%s'\n", cmd, opt, v);
         return -1;
     }
     *out = x;
@@ -156,16 +156,10 @@ static int tl_copy_opt(const char *opt, const char *v, char *dst, size_t len) {
  * then `how <text>`. */
 static int tl_cmd_read_probe(int argc, char **argv) {
     if (argc != 7) return tl_usage(stderr);
-    unsigned long long v[4];
-    for (int i = 0; i < 4; i++) {
-        char *end;
-        errno = 0;
-        v[i] = strtoull(argv[3 + i], &end, 10);
-        if (errno || *end || end == argv[3 + i]) {
-            fprintf(stderr, "tierlab-kernels read-probe: not a whole number: '%s'\n", argv[3 + i]);
-            return 2;
-        }
-    }
+    static const char *const names[4] = {"RUN_BYTES", "CAP_BYTES", "READS", "SEED"};
+    uint64_t v[4];
+    for (int i = 0; i < 4; i++)
+        if (tl_parse_u64("read-probe", names[i], argv[3 + i], &v[i])) return 2;
     if (v[2] == 0 || v[2] > 1000000) {
         fprintf(stderr, "tierlab-kernels read-probe: READS must be 1 .. 1000000\n");
         return 2;
@@ -180,7 +174,7 @@ static int tl_cmd_read_probe(int argc, char **argv) {
         free(ns);
         return rc == TIERLAB_EINVAL ? 2 : 1;
     }
-    for (unsigned long long i = 0; i < v[2]; i++) printf("%.0f\n", ns[i]);
+    for (uint64_t i = 0; i < v[2]; i++) printf("%.0f\n", ns[i]);
     printf("how %s\n", how);
     free(ns);
     return 0;
@@ -219,22 +213,22 @@ static int tl_cmd_apcache(int argc, char **argv) {
             }
         } else if (!strcmp(o, "--lookahead")) {
             if (!strcmp(v, "adaptive")) p.lookahead = TIERLAB_LOOKAHEAD_ADAPTIVE;
-            else if (!(bad = tl_parse_u64(o, v, &u)) && (u < 1 || u > UINT32_MAX)) {
+            else if (!(bad = tl_parse_u64("apcache", o, v, &u)) && (u < 1 || u > UINT32_MAX)) {
                 fprintf(stderr, "tierlab-kernels apcache: --lookahead: 1.. or adaptive\n");
                 return 2;
             } else p.lookahead = (uint32_t)u;
         } else if (!strcmp(o, "--cores") || !strcmp(o, "--k") || !strcmp(o, "--sample-ms") ||
                    !strcmp(o, "--device-queue-depth")) {
-            if (!(bad = tl_parse_u64(o, v, &u)) && u > UINT32_MAX) bad = -1;
+            if (!(bad = tl_parse_u64("apcache", o, v, &u)) && u > UINT32_MAX) bad = -1;
             uint32_t x = (uint32_t)u;
             if (!strcmp(o, "--cores")) p.cores = x;
             else if (!strcmp(o, "--k")) p.k = x;
             else if (!strcmp(o, "--sample-ms")) p.sample_ms = x;
             else p.dev_queue_depth = x;
-        } else if (!strcmp(o, "--cache-bytes")) bad = tl_parse_u64(o, v, &p.cache_bytes);
-        else if (!strcmp(o, "--segment-bytes")) bad = tl_parse_u64(o, v, &p.segment_bytes);
-        else if (!strcmp(o, "--dram-budget-bytes")) bad = tl_parse_u64(o, v, &p.dram_budget_bytes);
-        else if (!strcmp(o, "--readahead-bytes")) bad = tl_parse_u64(o, v, &p.readahead_bytes);
+        } else if (!strcmp(o, "--cache-bytes")) bad = tl_parse_u64("apcache", o, v, &p.cache_bytes);
+        else if (!strcmp(o, "--segment-bytes")) bad = tl_parse_u64("apcache", o, v, &p.segment_bytes);
+        else if (!strcmp(o, "--dram-budget-bytes")) bad = tl_parse_u64("apcache", o, v, &p.dram_budget_bytes);
+        else if (!strcmp(o, "--readahead-bytes")) bad = tl_parse_u64("apcache", o, v, &p.readahead_bytes);
         else if (!strcmp(o, "--device-bandwidth")) {
             bad = tl_parse_double(o, v, &p.dev_read_bytes_per_s);
             p.emulated = 1;
