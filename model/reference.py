@@ -52,6 +52,9 @@ for the prefetch configurations.
   shards: the share of reads that position is reported); on the SSDs QPS
   grows at every step, with increments that do not grow, a 4-core
   efficiency QPS(4) / (4 QPS(1)) <= 0.9, and p99 at 4 cores >= 1.1x p99 at 1.
+  On the SSDs the cores share the device and, through the cost table's
+  measured cores.cpu_factor, the memory side (model/README.md); 3 and 4
+  cores are extrapolated from the cores this machine has.
 """
 from __future__ import annotations
 
@@ -93,10 +96,12 @@ def reference_costs(codec: str = "pfor-delta256", *, refresh: bool = False, log=
     from tierlab import index as index_mod
 
     path = reference_costs_path(codec)
-    if path.exists() and not refresh:
-        costs_mod.Costs.load(path)  # a clear error if it is broken
-        return path
     log = log or (lambda m: print(m, file=sys.stderr))
+    if path.exists() and not refresh:
+        why = costs_mod.Costs.load(path).missing()  # a clear error if it is broken
+        if not why:
+            return path
+        log(f"tierlab: {path}: {why}")
     log(f"tierlab: measuring the reference cost table ({REFERENCE_CORPUS_BYTES // 10**6} MB "
         f"generated corpus, {codec}); cached as {path}")
     with tempfile.TemporaryDirectory(prefix="tierlab-costs-reference-") as tmp:

@@ -277,6 +277,12 @@ class Simulation:
         decode = per_block if self.decode_ns is None else \
             np.minimum(per_block, self.decode_ns * qb)
         decode = np.minimum(decode, total)
+        # cores querying their own index copies at once share the last-level cache
+        # and memory bandwidth: each query's CPU work takes longer (the table's
+        # `cores` section, measured; tierlab.costs.core_costs)
+        self.cpu_factor, self.cpu_factor_source = (
+            costs.cpu_factor(p.cores) if hasattr(costs, "cpu_factor") else (1.0, "one core"))
+        total, decode = total * self.cpu_factor, decode * self.cpu_factor
         reps = p.passes
         self.cpu_fixed = np.tile(total - decode, reps).tolist()  # all but the decoding
         self.cpu_var = np.tile(decode, reps).tolist()            # decoding: the tier's part
@@ -390,7 +396,9 @@ class Simulation:
                 "simulated_ns": int(self.elapsed_ns or 0),
                 "term_occurrences": self.trace.occurrences,
                 "device_reads_all_passes": self.device.reads,
-                "page_cache_keys": self.pagemap.nkeys}
+                "page_cache_keys": self.pagemap.nkeys,
+                "cores_cpu_factor": self.cpu_factor,
+                "cores_cpu_factor_source": self.cpu_factor_source}
 
     def query_rows(self) -> dict:
         """cache_query columns (without run_id/source) of the reported pass."""

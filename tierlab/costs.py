@@ -53,7 +53,15 @@ How `measure` gets them
    seeded sample of the index's own blocks (per-block regime: each block into
    the same small buffer, as a query decodes), pinned; the fastest of 15
    passes, as the undisturbed time (the median is kept next to it).
-5. Fit quality: median and p90 of |predicted - measured| / measured, and the
+5. Cores (`core_costs`, the table's `cores` section): the H SINGLE workload
+   on n pinned threads at once, each on its own copy of the index, against
+   one thread alone, for n up to the allowed CPUs (at most 4). On the 2-vCPU
+   VM this was written on, two cores made each query's work ~1.34x longer
+   (median of rounds from 1.05 to 1.6) while a pure ALU loop (sha256sum,
+   md5sum) ran as fast together as alone: the cores share the memory side
+   (last-level cache, memory bandwidth), not an execution unit. The model
+   multiplies a query's CPU time by cpu_factor(cores).
+6. Fit quality: median and p90 of |predicted - measured| / measured, and the
    relative error of the summed time (what a workload's run time inherits),
    per type and per type and class.
 
@@ -224,6 +232,38 @@ class Costs:
             raise TierlabError(f"threads: copy_bytes_per_s must be a number > 0, not {v!r}")
         return float(v)
 
+    def cpu_factor(self, cores: int) -> tuple[float, str]:
+        """(factor, where it comes from): how much longer a query's CPU work
+        takes with `cores` cores querying their own index copies at once (the
+        table's `cores` section, core_costs). Beyond the cores measured, the
+        last measured slowdown per extra core goes on linearly: an
+        extrapolation, and the source says so. (1.0, why) for one core or a
+        table without the section."""
+        if cores <= 1:
+            return 1.0, "one core"
+        sec = self.extra.get("cores")
+        if not sec:
+            return 1.0, ("none: the cost table has no 'cores' section (re-measure it with "
+                         "`tierlab query costs`); cores do not slow each other down here")
+        f = sec.get("cpu_factor") if isinstance(sec, dict) else None
+        try:
+            f = {int(n): float(v) for n, v in f.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise TierlabError("cores.cpu_factor must map core counts to numbers") from None
+        if any(n < 1 or not math.isfinite(v) or v <= 0 for n, v in f.items()):
+            raise TierlabError("cores.cpu_factor: core counts >= 1 and factors > 0")
+        if cores in f:
+            return f[cores], f"measured on {cores} cores"
+        top = max(f)
+        if top <= 1:
+            return 1.0, "none: measured on one CPU only; cores do not slow each other down here"
+        if cores < top:
+            raise TierlabError(f"cores.cpu_factor has {top} cores but not {cores}")
+        per_core = (f[top] - 1.0) / (top - 1)
+        return (1.0 + per_core * (cores - 1),
+                f"extrapolated: measured up to {top} cores ({f[top]:.3f}), "
+                f"+{per_core:.3f} per further core")
+
     def extra_cpu_ns(self, qtype, results, candidates):
         """The optional terms of the table's own coefficients: result_ns *
         results + candidate_ns * candidates (0 for a table without them).
@@ -242,6 +282,12 @@ class Costs:
             t = np.asarray(qtype)
             out = np.where(t == "and", part("and"), part("single"))
         return float(out) if np.ndim(out) == 0 else out
+
+    def missing(self) -> str | None:
+        """What a cached table of an older tierlab lacks that `measure` now
+        writes (None: nothing); the per-machine caches measure again then."""
+        gone = [k for k in ("threads", "cores") if k not in self.extra]
+        return f"no {' or '.join(repr(k) for k in gone)} section (older tierlab)" if gone else None
 
     def to_dict(self) -> dict:
         d = {"format": FORMAT, "version": VERSION, "index": self.index, "codec": self.codec,
@@ -583,6 +629,89 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
                    "CPUs; medians, and every wake-up (sorted) in wake_ns_samples"}
 
 
+CORE_PROBE_MAX = 4           # cores the `cores` section measures at most
+CORE_PROBE_ROUNDS = 11       # alone / together rounds per core count (median kept)
+CORE_PROBE_MIN_NS = 150_000_000  # each timed run repeats the workload to at least this
+
+
+def _run_on_cores(ixs, queries, cpus, reps: int, k: int) -> list[float]:
+    """Run `queries` `reps` times on each index of ixs at once, index i in a
+    thread pinned to cpus[i], started together; each thread's summed query
+    latency (ns, as the engine timed it in C, without the Python around it)."""
+    import threading
+
+    start = threading.Barrier(len(ixs))
+    sums = [0.0] * len(ixs)
+    failed = []
+
+    def work(i):
+        try:
+            os.sched_setaffinity(0, {cpus[i]})  # this thread only
+            start.wait()
+            for _ in range(reps):
+                st, _, _, _ = ixs[i].run_batch(queries, k=k)  # the GIL is released in C
+                sums[i] += float(st["latency_ns"].sum())
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            start.abort()
+            failed.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(ixs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failed:
+        raise failed[0]
+    return sums
+
+
+def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAULT_PLACEMENT,
+               max_cores: int = CORE_PROBE_MAX, rounds: int = CORE_PROBE_ROUNDS) -> dict:
+    """The table's `cores` section: how much longer a query's CPU work takes
+    when n cores run queries at once, each on its own copy of the index (the
+    reference's duplicated shards, one per core): they share the last-level
+    cache and the memory bandwidth. For n = 1 .. min(allowed CPUs, max_cores),
+    `rounds` rounds of the workload run alone on the first CPU and then on n
+    CPUs together, alternating (the speed of memory-bound code on a VM drifts
+    over seconds, so each together run is compared with the alone run next to
+    it); cpu_factor[n] = median over rounds of (mean summed latency together) /
+    (summed latency alone). The model multiplies a query's CPU time by it
+    (Costs.cpu_factor)."""
+    from .index import Index
+    from .workload import read_queries
+
+    if not hasattr(os, "sched_getaffinity"):
+        return {"cpu_factor": {"1": 1.0}, "measured_cores": 1,
+                "how": "not measured: this system cannot pin threads"}
+    cpus = sorted(os.sched_getaffinity(0))[:max_cores]
+    queries = read_queries(workload)
+    if not queries:
+        raise TierlabError(f"{workload}: no queries to time on several cores")
+    factors, samples = {"1": 1.0}, {}
+    ixs = [Index(index, placement) for _ in cpus]
+    try:
+        for ix in ixs:  # touch every structure once: no first-use page faults below
+            ix.run_batch(queries, k=k)
+        one = _run_on_cores(ixs[:1], queries, cpus[:1], 1, k)[0]
+        reps = max(1, math.ceil(CORE_PROBE_MIN_NS / max(one, 1.0)))
+        for n in range(2, len(cpus) + 1):
+            ratios = []
+            for _ in range(rounds):
+                alone = _run_on_cores(ixs[:1], queries, cpus[:1], reps, k)[0]
+                together = _run_on_cores(ixs[:n], queries, cpus[:n], reps, k)
+                ratios.append(float(np.mean(together)) / alone)
+            factors[str(n)] = float(np.median(ratios))
+            samples[str(n)] = [round(r, 4) for r in ratios]
+    finally:
+        for ix in ixs:
+            ix.close()
+    return {"cpu_factor": factors, "measured_cores": len(cpus), "ratios": samples,
+            "workload": Path(workload).name, "repeats_per_run": reps,
+            "how": f"tierlab_query_batch on n pinned threads at once, each on its own copy of "
+                   f"the index placed '{placement or 'storage'}', against one thread alone, "
+                   f"alternating, {rounds} rounds; median ratio of summed query latencies"}
+
+
 def _decode_pass(ffi, lib, path, key, fname, ptr, start, end, lens, prevs, out, reps) -> dict:
     """Gather the sampled blocks of one file back to back and time decoding them."""
     from .query import pin
@@ -748,6 +877,11 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
             t["workload"] = w.label
             t["query_class"] = w.qclass or _query_classes(t, postings, thr)
             tables.append(t)
+        # the cores probe times the H SINGLE workload when generated (the reference's
+        # multicore runs are H SINGLE), else the costliest workload given
+        probe = next((w for w in wls if w.label == "single H"), None) or \
+            wls[max(range(len(wls)), key=lambda i: float(tables[i]["latency_ns"].mean()))]
+        cores = core_costs(index, probe.path, k=k, placement=placement)
     table = pd.concat(tables, ignore_index=True)
     known = table["unknown_terms"] == 0
     for qtype in TYPES:
@@ -773,7 +907,8 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
                  placement=placement or "storage", machine=machine(),
                  created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), decode=decode,
                  fit=fit, method=method,
-                 extra={"with_results": with_results, "threads": threads, "passes": passes, "repeats": repeats, "k": k,
+                 extra={"with_results": with_results, "threads": threads, "cores": cores,
+                        "passes": passes, "repeats": repeats, "k": k,
                         "workloads": [w.label for w in wls],
                         "index_documents": documents, "index_build_id": info.get("build_id")})
 
@@ -810,7 +945,10 @@ def default(codec: str = DEFAULT_CODEC, *, refresh: bool = False, progress: bool
     path = default_path(codec)
     if path.exists() and not refresh:
         try:
-            return Costs.load(path)
+            cached = Costs.load(path)
+            if not cached.missing():
+                return cached
+            log(f"tierlab: {path}: {cached.missing()}; measuring it again")
         except TierlabError as e:
             log(f"tierlab: {e}; measuring it again")
     from . import corpus as corpus_mod

@@ -244,3 +244,42 @@ def test_copies_go_at_the_slower_of_tier_and_copying_thread():
     slow = Simulation(ix, tr, p, CopyCosts(1e9), fast_device(), tier)
     assert fast.copy_ns[0] == round(chain * 1e9 / 76.8e9)
     assert slow.copy_ns[0] == round(chain * 1e9 / 1e9)  # 1 GB/s < 76.8 GB/s
+
+
+# --- cores sharing the memory side (the cost table's cores.cpu_factor) ---------------
+
+class CoreCosts(Costs):
+    def __init__(self, factors, **kw):
+        super().__init__(**kw)
+        self.t = costs_mod.Costs(single=costs_mod.Coefficients(0, 0, 0),
+                                 and_=costs_mod.Coefficients(0, 0, 0), codec="pfor-delta256",
+                                 block_size=256, extra={"cores": {"cpu_factor": factors}})
+
+    def cpu_factor(self, cores):
+        return self.t.cpu_factor(cores)
+
+
+def core_run(costs, cores):
+    ix = index_of([PAGE], blocks=[3])
+    tr = trace_of([[0]] * 4, blocks=[3] * 4)  # read once, then served from the page cache
+    p = Params(config="base", cache_bytes=1 << 20, passes=1, cores=cores)
+    return Simulation(ix, tr, p, costs, fast_device(read_latency_ns=0.0), None).run()
+
+
+def test_each_query_costs_cpu_factor_more_cpu_on_several_cores():
+    plain = core_run(Costs(query_ns=1000, block_ns=2000), 2)
+    two = core_run(CoreCosts({"1": 1.0, "2": 1.5}, query_ns=1000, block_ns=2000), 2)
+    four = core_run(CoreCosts({"1": 1.0, "2": 1.5}, query_ns=1000, block_ns=2000), 4)
+    assert two.extra()["cores_cpu_factor"] == 1.5
+    assert four.extra()["cores_cpu_factor_source"].startswith("extrapolated")
+    def cached(sim):  # each core's queries after its first: CPU only
+        q = sim.query_rows()
+        return set(q["latency_ns"][q["query_id"] > 0].tolist())
+
+    assert cached(plain) == {7000}  # 1000 + 3 blocks x 2000
+    assert cached(two) == {10500}
+    assert cached(four) == {17500}  # x (1 + 3 x 0.5): +0.5 per core beyond the first
+    # a table without the section: the cores do not slow each other, and the run says so
+    assert plain.extra()["cores_cpu_factor"] == 1.0
+    assert core_run(CoreCosts({"1": 1.0, "2": 1.5}, query_ns=1000), 1).extra()[
+        "cores_cpu_factor"] == 1.0

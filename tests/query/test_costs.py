@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -155,6 +156,26 @@ def _table(**over) -> costs.Costs:
     return t
 
 
+def test_cpu_factor_measured_extrapolated_or_none():
+    t = _table()
+    t.extra["cores"] = {"cpu_factor": {"1": 1.0, "2": 1.2}}
+    assert t.cpu_factor(1) == (1.0, "one core")
+    f, how = t.cpu_factor(2)
+    assert f == 1.2 and how.startswith("measured")
+    f, how = t.cpu_factor(4)  # +0.2 per core beyond the 2 measured
+    assert f == pytest.approx(1.6) and how.startswith("extrapolated")
+    t.extra["cores"] = {"cpu_factor": {"1": 1.0}}  # one CPU: nothing to measure
+    assert t.cpu_factor(3)[0] == 1.0 and "one CPU" in t.cpu_factor(3)[1]
+    del t.extra["cores"]
+    f, how = t.cpu_factor(2)
+    assert f == 1.0 and "no 'cores' section" in how
+    assert "'cores'" in t.missing() and "'threads'" in t.missing()
+    for bad in ({"1": 1.0, "2": "x"}, {"2": -1.0}, [1.0, 1.2]):
+        t.extra["cores"] = {"cpu_factor": bad}
+        with pytest.raises(TierlabError, match="cores.cpu_factor"):
+            t.cpu_factor(2)
+
+
 def test_save_load_round_trip(tmp_path):
     t = _table()
     path = t.save(tmp_path / "sub" / "c.json")
@@ -257,6 +278,17 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
     assert len(w) == th["rounds"] and w == sorted(w) and w[0] > 0
     assert th["wake_ns"] == pytest.approx(w[len(w) // 2], abs=1)
     assert (t.wake_samples() == np.asarray(w, dtype=float)).all()
+    # cores: timed on the H SINGLE workload, one factor per core count this machine allows
+    cores = d["cores"]
+    n = min(len(os.sched_getaffinity(0)), costs.CORE_PROBE_MAX)
+    assert cores["measured_cores"] == n and cores["workload"] == "single-H.queries"
+    assert sorted(cores["cpu_factor"], key=int) == [str(i) for i in range(1, n + 1)]
+    assert cores["cpu_factor"]["1"] == 1.0
+    for i in range(2, n + 1):  # each a median of the rounds' ratios, all of them positive
+        r = cores["ratios"][str(i)]
+        assert len(r) == costs.CORE_PROBE_ROUNDS and min(r) > 0
+        assert cores["cpu_factor"][str(i)] == pytest.approx(float(np.median(r)), abs=1e-3)
+    assert t.missing() is None
 
 
 def test_measure_with_given_workload(tiny_index, tmp_path):
@@ -306,6 +338,11 @@ def test_default_is_measured_once_and_cached(tmp_path, monkeypatch, capsys):
     assert t.codec == "vbyte-delta" and costs.Costs.load(path).codec == "vbyte-delta"
     err = capsys.readouterr().err
     assert "measuring it again" in err
+    older = t.to_dict()  # a table of an older tierlab, without the cores section: replaced
+    del older["cores"]
+    path.write_text(json.dumps(older))
+    t = costs.default("vbyte-delta")
+    assert "no 'cores' section" in capsys.readouterr().err and "cores" in t.extra
     assert str(path) in err  # never a hidden magic number
 
     def fail(*a, **k):
