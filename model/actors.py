@@ -31,34 +31,58 @@ BASE, BASE_PREFETCH, HYBRID, HYBRID_PREFETCH = range(4)
 
 class Signal:
     """A condition variable: `wait()` is an event that fires at the next
-    `notify()`; waiters re-check their condition after it fires."""
+    `notify()`; waiters re-check their condition after it fires.
 
-    __slots__ = ("env", "_ev")
+    As in the runtime (kernels/src/apcache/runtime.c tl_spin_until), a waiter
+    that may spin (`spins=True`: the query thread waiting for its prefetch,
+    a worker waiting for the lookahead or for work) spends the first spin_ns
+    of its wait spinning and only then blocks; a victim wait blocks at once.
+    Notifying a spinning waiter is free and it runs on at once; notifying a
+    blocked one costs the notifier a futex wake (signal_ns) and the waiter a
+    wake-up (`resume`)."""
 
-    def __init__(self, env):
+    __slots__ = ("env", "spin_ns", "_ev", "_since", "_spins")
+
+    def __init__(self, env, spin_ns: int = 0):
         self.env = env
+        self.spin_ns = spin_ns
         self._ev = None
+        self._since = 0
+        self._spins = False
 
-    def wait(self):
+    def wait(self, since=None, spins: bool = False):
+        """The event of the next notify; `since`: when this waiter's wait
+        began (its spin counts from there), default now."""
+        since = self.env.now if since is None else since
         if self._ev is None:
             self._ev = self.env.event()
+            self._since, self._spins = since, spins
+        else:  # two waiters: the earlier start, and blocked if either blocks
+            self._since, self._spins = min(self._since, since), self._spins and spins
         return self._ev
 
+    def blocked(self, since, spins: bool) -> bool:
+        """Whether a waiter that began at `since` has blocked by now."""
+        return not spins or self.env.now - since > self.spin_ns
+
     def notify(self) -> bool:
-        """Wake the waiters; True when there was one (the runtime's broadcast
-        then costs a futex wake)."""
+        """Wake the waiters; True when one had blocked (the runtime's
+        broadcast then costs a futex wake)."""
         ev = self._ev
         if ev is not None:
             self._ev = None
             ev.succeed()
-            return True
+            return self.blocked(self._since, self._spins)
         return False
 
 
-def _resume(env, sim):
-    """Process step: a thread woken from a wait runs again a wake-up after the
-    signal (the runtime's futex wake-up: Simulation.wake, drawn from the cost
-    table's measured wake-ups)."""
+def _resume(env, sim, sh, since, spins: bool = False):
+    """Process step: a thread woken from a wait that began at `since` runs
+    again a wake-up after the signal if it had blocked (the runtime's futex
+    wake-up: Simulation.wake, the cost table's measured wake-ups), at once if
+    it was still spinning."""
+    if not sh.signal.blocked(since, spins):
+        return
     w = sim.wake()
     if w:
         yield env.timeout(w)
@@ -89,9 +113,10 @@ def query_thread(env, sim, sh):
             if (sh.w_occ if hp else sh.w_q) < need:
                 sh.qt_waiting = q + 1
                 sh.signal.notify()  # a worker stalled on a victim re-checks
+                t_wait = env.now
                 while (sh.w_occ if hp else sh.w_q) < need:
-                    yield sh.signal.wait()
-                yield from _resume(env, sim)
+                    yield sh.signal.wait(t_wait, spins=True)
+                yield from _resume(env, sim, sh, t_wait, spins=True)
                 sh.qt_waiting = 0
                 acct.query_wait_ns += env.now - t0
                 sh.rec_wait[q] = env.now - t0
@@ -163,8 +188,8 @@ def _lookahead_wait(env, sim, sh, q, acct):
         return
     t = env.now
     while q >= sh.taken + sh.fixed_la and not sh.qt_finished:
-        yield sh.signal.wait()
-    yield from _resume(env, sim)
+        yield sh.signal.wait(t, spins=True)
+    yield from _resume(env, sim, sh, t, spins=True)
     acct.worker_stall_ns += env.now - t
 
 
@@ -214,8 +239,8 @@ def _make_room(env, sim, sh, nseg, q, acct, rule):
                          "pinned": int(sh.pins[victim]),
                          "reason": "rule" if by_rule else "pinned"}))
         t = env.now
-        yield sh.signal.wait()
-        yield from _resume(env, sim)
+        yield sh.signal.wait(t)  # a victim wait blocks at once, as the runtime's
+        yield from _resume(env, sim, sh, t)
         acct.worker_stall_ns += env.now - t
     return True
 
@@ -285,11 +310,12 @@ def copy_worker(env, sim, sh):
     j = 0
     while j < nocc:
         if j >= sh.occ_done:
+            t = env.now
             while j >= sh.occ_done:
                 if sh.qt_finished:
                     return
-                yield sh.signal.wait()
-            yield from _resume(env, sim)
+                yield sh.signal.wait(t, spins=True)
+            yield from _resume(env, sim, sh, t, spins=True)
         avail = sh.occ_done
         while j < avail:
             if sh.missed[j]:

@@ -47,6 +47,7 @@ DEFAULTS = {
     "sample_ns": sim.DEFAULT_SAMPLE_NS,
     "seed": 0,
     "wake_ups": "median",
+    "handoff_spin_ns": "runtime",
     "out": "model-out",
     "name": "",
 }
@@ -94,7 +95,8 @@ class RunConfig:
                        cache_bytes=int(cache), segment_bytes=v["segment_bytes"],
                        lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
                        readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
-                       passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"])
+                       passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"],
+                       handoff_spin_ns=v["handoff_spin_ns"])
         if p.hybrid and p.cache_bytes // p.cores < p.segment_bytes:
             key = "cache_bytes" if v["cache_bytes"] is not None else "cache_fraction"
             raise TierlabError(f"{key}: {p.cache_bytes} bytes is less than one "
@@ -104,6 +106,15 @@ class RunConfig:
             raise TierlabError(f"{key}: {p.cache_bytes} bytes; the page cache must hold one "
                                f"4096-byte page")
         return p
+
+
+def runtime_spin_ns() -> int:
+    """How long the native runtime's waiting threads spin before they block
+    when each has a CPU of its own (TIERLAB_APCACHE_HANDOFF_SPIN_NS), the
+    model's default: the model gives every thread a CPU of its own."""
+    from tierlab.native import ffi_lib
+
+    return int(ffi_lib()[1].TIERLAB_APCACHE_HANDOFF_SPIN_NS)
 
 
 def check_run_sizes(v: dict, prefix: str = "") -> None:
@@ -163,6 +174,12 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
     v["seed"] = _int("seed", v["seed"], 0)
     if v["wake_ups"] not in WAKE_UPS:
         raise TierlabError(f"wake_ups: {v['wake_ups']!r}; one of {', '.join(WAKE_UPS)}")
+    if v["handoff_spin_ns"] == "runtime":
+        v["handoff_spin_ns"] = runtime_spin_ns()
+    elif isinstance(v["handoff_spin_ns"], bool) or not isinstance(v["handoff_spin_ns"], int) \
+            or v["handoff_spin_ns"] < 0:
+        raise TierlabError(f"handoff_spin_ns: 'runtime' or whole ns >= 0 (0: a waiting thread "
+                           f"blocks at once), not {v['handoff_spin_ns']!r}")
     if v["tier_factor"] is not None:
         v["tier_factor"] = _num("tier_factor", v["tier_factor"], 0.0, open_lo=True)
     la = v["lookahead"]
@@ -406,7 +423,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
-        "wake_ups": v["wake_ups"],
+        "wake_ups": v["wake_ups"], "handoff_spin_ns": p.handoff_spin_ns,
         "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,

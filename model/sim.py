@@ -65,6 +65,7 @@ class Params:
     passes: int = 1
     sample_ns: int = DEFAULT_SAMPLE_NS
     k: int = DEFAULT_K                # hits kept per query (the runtime's --k)
+    handoff_spin_ns: int = 0          # a waiting thread spins this long before it blocks
 
     @property
     def hybrid(self) -> bool:
@@ -104,7 +105,7 @@ class Shard:
     def __init__(self, env, sim, core: int):
         self.core = core
         self.sim = sim
-        self.signal = actors.Signal(env)
+        self.signal = actors.Signal(env, sim.params.handoff_spin_ns)
         self.taken = self.q_done = self.occ_done = self.w_q = self.w_occ = 0
         self.qt_waiting = 0
         self.qt_finished = False

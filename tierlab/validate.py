@@ -756,10 +756,11 @@ def _runtime_args(row: Row, cache: int) -> dict:
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
                real_spec: Path | None, trace: Path | None = None,
-               page_cap: int | None = None) -> dict:
+               page_cap: int | None = None, spin_ns: int | None = None) -> dict:
     """The model's run configuration of a row. page_cap: the page-cache cap
     the runtime ran with on the real device, when its cgroup floor raised the
-    grid's (a parameter of that run, not a result)."""
+    grid's; spin_ns: how long its waiting threads spun before blocking (0
+    unless it pinned them). Parameters of that run, not results."""
     v = row.values
     hybrid = v["config"].startswith("hybrid")
     real = v["device"] == REAL
@@ -777,6 +778,8 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
         doc["dram_budget_bytes"] = v["dram_budget_bytes"]
     if real and page_cap:
         doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
+    if spin_ns is not None:
+        doc["handoff_spin_ns"] = int(spin_ns)
     if v["lookahead"] is not None:
         doc["lookahead"] = v["lookahead"]
     return doc
@@ -874,15 +877,15 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         _swap_in(tmp, d / "measured")
         (d / "failed.json").unlink(missing_ok=True)
     if not (d / "model" / "cache_run.parquet").exists():
-        page_cap = None
-        if row.values["device"] == REAL:
-            from .traces.schema import read_table
+        from .traces.schema import read_table
 
-            page_cap = int(read_table(d / "measured" / "cache_run.parquet")[1]
-                           ["dram_budget_bytes"].iloc[0])
+        run = read_table(d / "measured" / "cache_run.parquet")[1].iloc[0]
+        page_cap = int(run["dram_budget_bytes"]) if row.values["device"] == REAL else None
+        # whether the runtime's threads spun before blocking (only when it pinned them)
+        spin = json.loads(run["params"]).get("handoff_spin_ns")
         trace = d / "measured" / "cpu.trace" if cpu else None
         cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real_spec,
-                                         trace, page_cap),
+                                         trace, page_cap, spin),
                               f"row {row.id}")
         res = cfgmod.run(cfg, costs=costs)
         tmp = d / f".model.tmp-{os.getpid()}"

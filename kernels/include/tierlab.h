@@ -707,6 +707,12 @@ uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries
 #define TIERLAB_APCACHE_HYBRID 2
 #define TIERLAB_APCACHE_HYBRID_PREFETCH 3
 #define TIERLAB_APCACHE_CONFIGS 4
+/* When every query thread and worker has a CPU of its own (the runtime pins
+ * them: emulated devices with enough CPUs), a thread waiting for the other
+ * thread of its shard spins up to this many ns before it blocks; the run's
+ * report says which (handoff_spin_ns, 0: blocks at once). The model charges a
+ * wake-up only to a wait longer than this. */
+#define TIERLAB_APCACHE_HANDOFF_SPIN_NS 1000000
 /* `lookahead` value: adaptive lookahead (hybrid-prefetch only). */
 #define TIERLAB_LOOKAHEAD_ADAPTIVE 0
 

@@ -110,3 +110,16 @@ def test_sweep_resumes_and_skips_finished_cells(tmp_path):
     assert (tmp_path / "cache_run.csv").exists() and (tmp_path / "cache_run.parquet").exists()
     _, merged = read_table(tmp_path / "cache_run.parquet")
     assert len(merged) == 4
+
+
+def test_handoff_spin_defaults_to_the_runtimes():
+    from tierlab.native import ffi_lib
+
+    spin = ffi_lib()[1].TIERLAB_APCACHE_HANDOFF_SPIN_NS
+    assert C.runtime_spin_ns() == spin > 0
+    cfg = C.validate(base())
+    assert cfg.values["handoff_spin_ns"] == spin == cfg.params(10**6).handoff_spin_ns
+    assert C.validate(base(handoff_spin_ns=0)).values["handoff_spin_ns"] == 0
+    for bad in (-1, 1.5, "fast", True):
+        with pytest.raises(TierlabError, match="handoff_spin_ns"):
+            C.validate(base(handoff_spin_ns=bad))

@@ -147,11 +147,11 @@ class HandoffCosts(Costs):
         return self.h
 
 
-def prefetch_run(wake, signal, config="base-prefetch"):
+def prefetch_run(wake, signal, config="base-prefetch", spin=0):
     ix = index_of([PAGE, PAGE, PAGE])
     tr = trace_of([[0], [1], [2]])
     p = Params(config=config, cache_bytes=1 << 20, passes=1,
-               lookahead=16 if config == "base-prefetch" else None)
+               lookahead=16 if config == "base-prefetch" else None, handoff_spin_ns=spin)
     from tierlab import specs
 
     tier = specs.load("ddr4-2666") if p.hybrid else None
@@ -167,6 +167,19 @@ def test_a_waiting_query_thread_resumes_wake_ns_after_its_signal():
     # the first query waits for its prefetch: 7 us longer
     assert q0["wait_ns"][0] > 0
     assert q1["wait_ns"][0] - q0["wait_ns"][0] == 7000
+
+
+def test_a_thread_still_spinning_when_signalled_resumes_at_once():
+    # the first query waits ~51 us for its prefetch (a 50 us read)
+    blocked, _ = prefetch_run(7000, 0)
+    spun, _ = prefetch_run(7000, 0, spin=1_000_000)
+    assert spun["wait_ns"][0] == blocked["wait_ns"][0] - 7000  # no wake-up
+    short, _ = prefetch_run(7000, 0, spin=10_000)  # blocked after 10 us: woken as before
+    assert short["wait_ns"][0] == blocked["wait_ns"][0]
+    # notifying a spinning worker costs the notifier nothing; a blocked one signal_ns
+    q_block, _ = prefetch_run(0, 3000, "hybrid")
+    q_spin, _ = prefetch_run(0, 3000, "hybrid", spin=1_000_000)
+    assert (q_block["start_ns"] - q_spin["start_ns"]).tolist() == [0, 3000, 6000]
 
 
 class DrawnWakeCosts(HandoffCosts):

@@ -164,6 +164,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     tl_kv_u(f, "cgroup_peak_bytes", r->cg.active ? tl_cgroup_peak(&r->cg) : 0);
     tl_kv_s(f, "page_cache_drop", r->drop_how);
     tl_kv_s(f, "thread_pinning", r->pin_how);
+    tl_kv_u(f, "handoff_spin_ns", r->handoff_spin_ns);
     tl_kv_u(f, "partial", atomic_load(&r->stop) ? 1 : 0);
     tl_kv_u(f, "index_bytes", index_bytes);
     tl_kv_u(f, "queries", queries);

@@ -274,9 +274,36 @@ static void tl_workload_free(tl_workload *w) {
  * re-checks its condition; a notifier publishes its progress first and reads
  * that flag after, both sequentially consistent: either the waiter sees the
  * progress or the notifier sees the flag and broadcasts under the mutex, so
- * no wake-up is lost. (Spinning before blocking was tried: on this 2-vCPU VM
- * a spinning thread slowed the worker it waited for by more than the wake-up
- * it saved.) */
+ * no wake-up is lost. A thread with a CPU of its own first spins on the
+ * progress counter it waits for (tl_spin_until, up to the run's
+ * handoff_spin_ns) with neither flag set, so a wait shorter than that costs
+ * no futex call on either side and no wake-up. (Spinning was once rejected on
+ * a 2-vCPU VM where the spinner slowed the worker; that VM's two vCPUs
+ * behaved like one core's hyperthreads, and the spin had no pause.) */
+
+static inline void tl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Spin until *counter + add > v, the query thread finishes or the run stops
+ * (1), or the run's handoff_spin_ns has passed (0: the caller blocks). */
+static int tl_spin_until(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t v) {
+    uint64_t budget = s->run->handoff_spin_ns;
+    if (!budget) return 0;
+    uint64_t end = tl_now_ns() + budget;
+    for (unsigned i = 1;; i++) {
+        if (atomic_load(counter) + add > v || atomic_load(&s->qt_finished)) return 1;
+        if (!(i & 63)) {
+            if (tl_stopping(s->run)) return 1;
+            if (tl_now_ns() >= end) return 0;
+        }
+        tl_cpu_relax();
+    }
+}
 
 /* Wake the worker if it blocked (call after publishing what it waits for). */
 static void tl_wake_worker(tl_shard *s) {
@@ -301,6 +328,12 @@ static void tl_worker_block(tl_shard *s) {
  * the run stops: the lookahead wait (q_taken + LA > q) and the hybrid
  * worker's idle wait (occ_done > j). */
 static void tl_worker_await(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t q) {
+    if (s->run->handoff_spin_ns) {
+        pthread_mutex_unlock(&s->mu);
+        int done = tl_spin_until(s, counter, add, q);
+        pthread_mutex_lock(&s->mu);
+        if (done) return;
+    }
     atomic_store(&s->worker_asleep, 1);
     while (q >= atomic_load(counter) + add && !atomic_load(&s->qt_finished) &&
            !tl_stopping(s->run))
@@ -323,7 +356,17 @@ static uint64_t tl_wait_prefetched(tl_shard *s, uint64_t q) {
     atomic_store(&s->qt_waiting, q + 1);
     /* a worker stalled on a victim re-checks: for this very query it bypasses */
     if (atomic_load(&s->worker_asleep)) pthread_cond_broadcast(&s->cv);
-    while (atomic_load(have) < need && !tl_stopping(r)) pthread_cond_wait(&s->cv, &s->mu);
+    int spun = 0;
+    if (r->handoff_spin_ns) {
+        pthread_mutex_unlock(&s->mu);
+        spun = tl_spin_until(s, have, 1, need);
+        pthread_mutex_lock(&s->mu);
+    }
+    if (!spun) {
+        atomic_store(&s->qt_asleep, 1);
+        while (atomic_load(have) < need && !tl_stopping(r)) pthread_cond_wait(&s->cv, &s->mu);
+        atomic_store(&s->qt_asleep, 0);
+    }
     atomic_store(&s->qt_waiting, 0);
     pthread_mutex_unlock(&s->mu);
     return tl_now_ns() - t;
@@ -475,7 +518,8 @@ static int tl_wait_lookahead(tl_shard *s, uint64_t q) {
 static void tl_worker_published(tl_shard *s, _Atomic uint64_t *counter, uint64_t v) {
     const tl_workload *w = &s->run->wl;
     atomic_store(counter, v);
-    uint64_t q1 = atomic_load(&s->qt_waiting); /* query + 1 it blocks for, or 0 */
+    if (!atomic_load(&s->qt_asleep)) return; /* not blocked: spinning, or not waiting */
+    uint64_t q1 = atomic_load(&s->qt_waiting); /* query + 1 it blocks for */
     if (!q1) return;
     int hp = s->run->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
     if (atomic_load(hp ? &s->w_occ : &s->w_q) < (hp ? w->qfirst[q1] : q1)) return;
@@ -1011,6 +1055,7 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
     r->dev_inited = 1;
     tl_plan_cpus(r);
     if (r->pin) r->dev.spin_ns = TL_SPIN_FULL_NS;
+    r->handoff_spin_ns = r->pin ? TL_HANDOFF_SPIN_NS : 0;
     uint64_t dev_addr = 0, key = 0;
     for (uint32_t i = 0; i < r->nshards; i++) {
         tl_shard *s = &r->sh[i];

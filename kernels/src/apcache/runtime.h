@@ -65,6 +65,7 @@ typedef struct tl_shard {
     _Atomic int qt_finished;   /* the query thread has left its loop */
     _Atomic uint64_t qt_waiting; /* query + 1 the query thread blocks for, or 0 (set under mu) */
     _Atomic int worker_asleep; /* the worker is blocked in cond_wait (set under mu) */
+    _Atomic int qt_asleep;     /* the query thread is blocked in cond_wait (set under mu) */
     int qt_cpu, wk_cpu;        /* the CPUs its threads are pinned to, when the run pins */
     /* results, written by their own thread, read after the join */
     tl_qrec *rec;
@@ -114,6 +115,7 @@ typedef struct tl_run {
     char ra_how[256];      /* real device: who reads ahead, how */
     uint64_t populated;    /* bytes of anonymous mappings faulted in at the start */
     int pin;                   /* every query thread and worker has a CPU (tl_plan_cpus) */
+    uint64_t handoff_spin_ns;  /* a waiting thread spins this long before it blocks (pinned) */
     char pin_how[256];
     /* real device accounting */
     uint64_t io_read0, io_read1;       /* /proc/self/io read_bytes */
