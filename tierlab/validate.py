@@ -1028,6 +1028,32 @@ def real_cap_notes(measured) -> list[str]:
     return out
 
 
+LATE_SHARE = 0.02  # an emulated run whose device was late this share of its wall time is flagged
+
+
+def emulation_notes(measured) -> list[str]:
+    """How well the emulated devices kept their timing: a read that returns
+    after its planned completion (device_late_ns in the run's params: the
+    thread was not running when it was due, e.g. its vCPU preempted by the
+    host) makes the run slower than the device of the spec would. Flags the
+    runs late for more than LATE_SHARE of their wall time."""
+    emu = measured[measured["device_mode"] == "emulated"]
+    if not len(emu):
+        return []
+    share = []
+    for _, r in emu.iterrows():
+        p = json.loads(r["params"]) if isinstance(r["params"], str) else {}
+        share.append(float(p.get("device_late_ns") or 0) / max(float(r["wall_ns"]), 1.0))
+    late = [x for x in share if x > LATE_SHARE]
+    if not late:
+        return [f"emulated devices kept their timing: no run was late for more than "
+                f"{LATE_SHARE:.0%} of its wall time (max {max(share):.1%})"]
+    return [f"emulated devices: {len(late)} of {len(share)} run(s) were late for more than "
+            f"{LATE_SHARE:.0%} of their wall time (max {max(share):.1%}; reads returned after "
+            f"their planned completion, the thread not running when due): those runs are "
+            f"slower than the spec's device"]
+
+
 def _json(x):
     try:
         import numpy as np
@@ -1108,7 +1134,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
     measured, model = collect(grid)
     res = None
     if measured is not None:
-        notes += real_cap_notes(measured)
+        notes += real_cap_notes(measured) + emulation_notes(measured)
         notes += [f"FAILED runtime run, row left out: {f}" for f in failed]
         res = analyse(grid, measured, model, notes)
         res["failed"] = failed

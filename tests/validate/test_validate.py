@@ -177,12 +177,27 @@ def test_runtime_and_model_read_the_same_inputs(tiny):
         assert a["query_type"] == b["query_type"] and a["rp"] == b["rp"]
         prm = json.loads(b["params"])
         assert prm["passes"] == 1
+        # a waiting thread spins as long in the model as the runtime's did (0: not pinned)
+        assert prm["handoff_spin_ns"] == json.loads(a["params"])["handoff_spin_ns"]
         # calibrated only from the cost table measured on the index
         assert prm["costs"]["single"] == costs["single"]
         assert prm["costs"]["and"] == costs["and"]
         if a["config"].startswith("hybrid"):
             assert a["slow_tier"] == "dram" and b["slow_tier"] == "ddr4-2666"
             assert prm["tier_factor"] == pytest.approx(1.0)
+
+
+def test_emulated_runs_late_on_their_device_are_flagged():
+    def run(late_ns, mode="emulated"):
+        return {"device_mode": mode, "wall_ns": 1_000_000,
+                "params": json.dumps({"device_late_ns": late_ns})}
+
+    ok = V.emulation_notes(pd.DataFrame([run(5_000), run(0), run(900_000, "real")]))
+    assert ok == ["emulated devices kept their timing: no run was late for more than 2% of its "
+                  "wall time (max 0.5%)"]
+    bad = V.emulation_notes(pd.DataFrame([run(5_000), run(130_000), run(30_000)]))
+    assert len(bad) == 1 and "2 of 3 run(s)" in bad[0] and "max 13.0%" in bad[0]
+    assert V.emulation_notes(pd.DataFrame([run(900_000, "real")])) == []
 
 
 def test_a_raised_real_page_cache_is_not_a_parameter_mismatch(tiny):
