@@ -97,6 +97,7 @@ def query_thread(env, sim, sh):
     pins = sh.pins
     log = sim.log
     fslow = sim.tier_factor - 1.0
+    page_hit_ns = sim.params.page_hit_ns
     for q in range(tr.queries):
         t0 = env.now
         sh.taken = q + 1
@@ -155,6 +156,8 @@ def query_thread(env, sim, sh):
                             {"query": q, "occurrence": j, "cached": cached}))
         slow_share = slow_blocks / sim.q_blocks[q] if sim.q_blocks[q] else 0.0
         cpu = sim.cpu_fixed[q] + sim.cpu_var[q] * (1.0 + fslow * slow_share)
+        if page_hit_ns:  # each block not in the segment cache: a DID and a freq access
+            cpu += 2.0 * page_hit_ns * max(sim.q_blocks[q] - slow_blocks, 0)
         if slow_blocks and sim.tier is not None:
             cpu += sim.tier.stall_ns(slow_segs, slow_bytes, sim.cpu_var[q] * slow_share)
         yield env.timeout(int(cpu + 0.5))

@@ -9,6 +9,8 @@ takes seconds), so a sweep's worker builds each index once.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import time
@@ -48,6 +50,7 @@ DEFAULTS = {
     "seed": 0,
     "wake_ups": "median",
     "handoff_spin_ns": "runtime",
+    "page_hit_ns": "table",
     "out": "model-out",
     "name": "",
 }
@@ -180,6 +183,8 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
             or v["handoff_spin_ns"] < 0:
         raise TierlabError(f"handoff_spin_ns: 'runtime' or whole ns >= 0 (0: a waiting thread "
                            f"blocks at once), not {v['handoff_spin_ns']!r}")
+    if v["page_hit_ns"] != "table":
+        v["page_hit_ns"] = _num("page_hit_ns", v["page_hit_ns"], 0.0)
     if v["tier_factor"] is not None:
         v["tier_factor"] = _num("tier_factor", v["tier_factor"], 0.0, open_lo=True)
     la = v["lookahead"]
@@ -412,6 +417,9 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tr = build_trace(meta, v["workload"], v["seed"])
     p = cfg.params(meta.index_bytes)
     costs = costs if costs is not None else load_costs(v["costs"])
+    if v["page_hit_ns"] == "table":  # the runtime's emulated page cache, as measured
+        p = dataclasses.replace(p, page_hit_ns=costs.page_hit_ns()
+                                if hasattr(costs, "page_hit_ns") else 0.0)
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
     s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
@@ -424,6 +432,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
         "wake_ups": v["wake_ups"], "handoff_spin_ns": p.handoff_spin_ns,
+        "page_hit_ns": p.page_hit_ns,
         "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,

@@ -66,6 +66,7 @@ class Params:
     sample_ns: int = DEFAULT_SAMPLE_NS
     k: int = DEFAULT_K                # hits kept per query (the runtime's --k)
     handoff_spin_ns: int = 0          # a waiting thread spins this long before it blocks
+    page_hit_ns: float = 0.0          # CPU per block access through the emulated page cache
 
     @property
     def hybrid(self) -> bool:

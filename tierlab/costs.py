@@ -264,6 +264,17 @@ class Costs:
                 f"extrapolated: measured up to {top} cores ({f[top]:.3f}), "
                 f"+{per_core:.3f} per further core")
 
+    def page_hit_ns(self) -> float:
+        """ns per block read through the runtime's emulated page cache (the
+        table's threads.page_hit_ns, tierlab_apcache_page_hit_ns); 0 for a
+        table without it."""
+        v = (self.extra.get("threads") or {}).get("page_hit_ns")
+        if v is None:
+            return 0.0
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            raise TierlabError(f"threads: page_hit_ns must be a number >= 0, not {v!r}")
+        return float(v)
+
     def extra_cpu_ns(self, qtype, results, candidates):
         """The optional terms of the table's own coefficients: result_ns *
         results + candidate_ns * candidates (0 for a table without them).
@@ -595,6 +606,7 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
 HANDOFF_ROUNDS = 4001  # a tail of a few in a thousand needs thousands (~0.5 s)
 COPY_PROBE_BYTES = 128 << 20  # copied into segments: well beyond the last-level cache
 COPY_PROBE_REPS = 5
+PAGE_HIT_PROBE_BYTES = 256  # about a compressed block (a DID block ~216 bytes here)
 
 
 def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
@@ -618,9 +630,17 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     rc = lib.tierlab_apcache_copy_rate(COPY_PROBE_BYTES, COPY_PROBE_REPS, rate)
     if rc != 0:
         raise TierlabError(f"timing the segment-cache copy failed (error {rc})")
+    hit = ffi.new("double *")
+    rc = lib.tierlab_apcache_page_hit_ns(PAGE_HIT_PROBE_BYTES, COPY_PROBE_REPS, hit)
+    if rc != 0:
+        raise TierlabError(f"timing a page-cache hit failed (error {rc})")
     return {"wake_ns": float(wake[rounds // 2]), "signal_ns": float(sig[rounds // 2]),
             "rounds": rounds, "wake_ns_samples": wakes,
             "copy_bytes_per_s": float(rate[0]),
+            "page_hit_ns": float(hit[0]),
+            "page_hit_how": f"tierlab_apcache_page_hit_ns: {PAGE_HIT_PROBE_BYTES}-byte blocks read "
+                            f"one after another through the runtime's emulated page cache, 16 MiB "
+                            f"resident, median of {COPY_PROBE_REPS} passes",
             "copy_how": f"tierlab_apcache_copy_rate: {COPY_PROBE_BYTES >> 20} MiB copied page by "
                         f"page (lock, LRU touch, chain write) into cold 32 KiB segments, median "
                         f"of {COPY_PROBE_REPS}",

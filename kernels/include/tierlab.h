@@ -813,6 +813,16 @@ int tierlab_apcache_read_probe(const char *path, uint64_t run_bytes, uint64_t ca
  * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
 int tierlab_apcache_copy_rate(uint64_t bytes, uint32_t reps, double *bytes_per_s);
 
+/* A hit in the runtime's emulated page cache, timed as a query's block read
+ * does it (kernels/src/apcache/pagecache.c tl_pcache_read: lock, page lookup,
+ * LRU touch, copy of the block into the reader's buffer, unlock): blocks of
+ * access_bytes (<= 4096) read one after another through 16 MiB of resident
+ * pages, median over `passes` passes (after one warming pass). *ns per
+ * access. The DRAM query run the model is calibrated with reads blocks
+ * straight from memory; the model adds this per block the emulated page cache
+ * serves. 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
+int tierlab_apcache_page_hit_ns(uint64_t access_bytes, uint32_t passes, double *ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -123,3 +123,11 @@ def test_handoff_spin_defaults_to_the_runtimes():
     for bad in (-1, 1.5, "fast", True):
         with pytest.raises(TierlabError, match="handoff_spin_ns"):
             C.validate(base(handoff_spin_ns=bad))
+
+
+def test_page_hit_cost_comes_from_the_table_or_the_config():
+    cfg = C.validate(base())
+    assert cfg.values["page_hit_ns"] == "table"
+    assert C.validate(base(page_hit_ns=0)).values["page_hit_ns"] == 0
+    with pytest.raises(TierlabError, match="page_hit_ns"):
+        C.validate(base(page_hit_ns=-5))

@@ -296,3 +296,35 @@ def test_each_query_costs_cpu_factor_more_cpu_on_several_cores():
     assert plain.extra()["cores_cpu_factor"] == 1.0
     assert core_run(CoreCosts({"1": 1.0, "2": 1.5}, query_ns=1000), 1).extra()[
         "cores_cpu_factor"] == 1.0
+
+
+# --- a block read through the runtime's emulated page cache (threads.page_hit_ns) -----
+
+def test_page_hit_probe_measures_a_small_positive_cost():
+    from tierlab.native import ffi_lib
+
+    ffi, lib = ffi_lib()
+    ns = ffi.new("double *")
+    assert lib.tierlab_apcache_page_hit_ns(256, 3, ns) == 0
+    assert 1 < ns[0] < 100_000  # ns per access: a lock, a lookup and a copy
+    assert lib.tierlab_apcache_page_hit_ns(8192, 3, ns) != 0  # beyond a page: refused
+    assert lib.tierlab_apcache_page_hit_ns(256, 0, ns) != 0
+
+
+def test_each_block_from_the_page_cache_costs_two_page_hits():
+    def cached_latency(config, page_hit_ns):
+        ix = index_of([PAGE], blocks=[3])
+        tr = trace_of([[0]] * 3, blocks=[3] * 3)  # read once, then from a cache
+        p = Params(config=config, cache_bytes=1 << 20, passes=1, page_hit_ns=page_hit_ns,
+                   segment_bytes=4096, dram_budget_bytes=1 << 20)
+        from tierlab import specs
+
+        tier = specs.load("ddr4-2666") if p.hybrid else None
+        sim = Simulation(ix, tr, p, Costs(query_ns=1000), fast_device(read_latency_ns=0.0),
+                         tier).run()
+        return sim.query_rows()["latency_ns"][1:].tolist()
+
+    assert cached_latency("base", 0.0) == [1000, 1000]
+    assert cached_latency("base", 50.0) == [1300, 1300]  # 3 blocks x (DID + freq) x 50 ns
+    # hybrid: the segment cache serves the term after its first use, not the page cache
+    assert cached_latency("hybrid", 50.0)[-1] == cached_latency("hybrid", 0.0)[-1]

@@ -278,6 +278,7 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
     assert len(w) == th["rounds"] and w == sorted(w) and w[0] > 0
     assert th["wake_ns"] == pytest.approx(w[len(w) // 2], abs=1)
     assert (t.wake_samples() == np.asarray(w, dtype=float)).all()
+    assert t.page_hit_ns() == th["page_hit_ns"] > 0
     # cores: timed on the H SINGLE workload, one factor per core count this machine allows
     cores = d["cores"]
     n = min(len(os.sched_getaffinity(0)), costs.CORE_PROBE_MAX)

@@ -166,3 +166,52 @@ uint64_t tl_pcache_used_bytes(tl_pcache *pc) {
     pthread_mutex_unlock(&pc->mu);
     return used;
 }
+
+/* ---- a hit's cost (tierlab_apcache_page_hit_ns) -------------------------------- */
+
+static void tl_probe_copy(void *ctx, uint64_t pos, const uint8_t *p, size_t n) {
+    memcpy((uint8_t *)ctx + pos, p, n);
+}
+
+int tierlab_apcache_page_hit_ns(uint64_t access_bytes, uint32_t passes, double *ns) {
+    enum { PAGES = 4096 }; /* 16 MiB of frames: beyond the L2, as a page cache is */
+    if (!ns || passes == 0 || access_bytes == 0 || access_bytes > TL_PAGE) return TIERLAB_EINVAL;
+    tl_device dev;
+    int rc = tl_device_init(&dev, 0, 0, 0, 0, 0); /* never read: every page is resident */
+    if (rc) return rc;
+    tl_pcache pc;
+    rc = tl_pcache_init(&pc, &dev, PAGES, (uint64_t)PAGES * TL_PAGE, TL_PAGE);
+    uint8_t *buf = malloc(TL_PAGE);
+    double *pass_ns = calloc(passes, sizeof *pass_ns);
+    if (!rc && (!buf || !pass_ns)) rc = TIERLAB_ENOMEM;
+    for (uint64_t k = 0; !rc && k < PAGES; k++) { /* resident, as after their reads */
+        pc.frame_of[k] = pc.free_frames[--pc.nfree];
+        memset(pc.frames + (uint64_t)pc.frame_of[k] * TL_PAGE, (int)k, TL_PAGE);
+        tierlab_cache_insert(pc.pol, k, 1, TIERLAB_NEVER);
+    }
+    tl_file_ref f = {.fd = -1, .len = (uint64_t)PAGES * TL_PAGE};
+    tl_pstats ps = {0, 0};
+    /* consecutive blocks, as a query decodes a posting list; never across a page */
+    uint64_t per_page = TL_PAGE / access_bytes, n = (uint64_t)PAGES * per_page;
+    for (uint32_t r = 0; !rc && r <= passes; r++) { /* pass 0 warms */
+        uint64_t t0 = tl_now_ns(), last = UINT64_MAX;
+        for (uint64_t i = 0; i < n && !rc; i++)
+            rc = tl_pcache_read(&pc, &f, (i / per_page) * TL_PAGE + (i % per_page) * access_bytes,
+                                access_bytes, tl_probe_copy, buf, &last, &ps);
+        if (r) pass_ns[r - 1] = (double)(tl_now_ns() - t0) / (double)n;
+    }
+    if (!rc) {
+        for (uint32_t i = 1; i < passes; i++) /* median: insertion sort of a few */
+            for (uint32_t j = i; j > 0 && pass_ns[j] < pass_ns[j - 1]; j--) {
+                double t = pass_ns[j];
+                pass_ns[j] = pass_ns[j - 1];
+                pass_ns[j - 1] = t;
+            }
+        *ns = pass_ns[passes / 2];
+    }
+    free(buf);
+    free(pass_ns);
+    tl_pcache_destroy(&pc);
+    tl_device_destroy(&dev);
+    return rc;
+}
