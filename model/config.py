@@ -50,7 +50,7 @@ DEFAULTS = {
     "seed": 0,
     "wake_ups": "median",
     "handoff_spin_ns": "runtime",
-    "page_hit_ns": "table",
+    "page_hit_ns": 0,
     "out": "model-out",
     "name": "",
 }

@@ -780,8 +780,8 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
         doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
     if spin_ns is not None:
         doc["handoff_spin_ns"] = int(spin_ns)
-    if real:  # the runtime reads the real device's pages through the mapping, not its page cache
-        doc["page_hit_ns"] = 0
+    if not real:  # the runtime's emulated page cache: each block access costs a hit
+        doc["page_hit_ns"] = "table"
     if v["lookahead"] is not None:
         doc["lookahead"] = v["lookahead"]
     return doc
