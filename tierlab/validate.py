@@ -515,7 +515,7 @@ def runtime_reads(path, run_bytes: int, cap_bytes: int, reads: int, seed: int = 
 def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2000,
                  seq_chunk: int = 2**20, threads: int = 4, seed: int = 0,
                  run_bytes: int | None = 128 * 2**10, cap_bytes: int = 4 * 2**20,
-                 run_reads: int = 1000) -> dict:
+                 run_reads: int = 1000, caps: tuple = ()) -> dict:
     """Measure the storage under `folder`: a scratch file of file_bytes
     (written, fsynced, dropped from the page cache), then random 4 KiB reads
     at queue depth 1 (median latency), random 4 KiB reads from `threads`
@@ -525,8 +525,12 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
     run_bytes is None, the same device through the runtime's own read path
     (`runtime_reads`: runs of 4 KiB and of run_bytes, page cache capped at
     cap_bytes): the latency and bandwidth of a line through those two means
-    are what the model's `real` device gets (`read_path` says which). The
-    scratch file is removed. Returns the numbers and how they were taken."""
+    are what the model's `real` device gets (`read_path` says which); and
+    the same line under each page-cache cap of `caps` (`runtime_lines`: a
+    read's cost through the kernel's page cache changed with the cap on a
+    2-vCPU VM, 128 KiB runs ~260 us under 1 MiB, ~335 us under 4 MiB, ~550 us
+    uncapped). The scratch file is removed. Returns the numbers and how they
+    were taken."""
     import random
 
     folder = Path(folder)
@@ -605,11 +609,14 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
         finally:
             os.close(fd)
         bw = off / (seq_ns / 1e9)
-        runtime = None
+        runtime, by_cap = None, {}
         if run_bytes and run_bytes > page:
             try:
                 runtime = [runtime_reads(scratch, b, cap_bytes, run_reads, seed)
                            for b in (page, run_bytes)]
+                for cap in sorted(set(caps)):
+                    by_cap[str(cap)] = [runtime_reads(scratch, b, cap, run_reads, seed)
+                                        for b in (page, run_bytes)]
             except (TierlabError, OSError, subprocess.TimeoutExpired) as e:
                 runtime = str(e)
     finally:
@@ -621,13 +628,18 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
              "direct_read_latency_ns": float(read_latency),
              "direct_read_bandwidth_bytes_per_s": float(bw)}
     if isinstance(runtime, list):
-        small, big = runtime
         extra["runtime_reads"] = runtime
-        dt = big["mean_ns"] - small["mean_ns"]
-        if dt > 0:  # a line through the two mean read times
-            bw = (big["run_bytes"] - small["run_bytes"]) / (dt / 1e9)
-            read_latency = max(small["mean_ns"] - page / bw * 1e9, 0.0)
+        line = runtime_line(*runtime)
+        if line:
+            read_latency, bw = line
             extra["read_path"] = "runtime"
+            extra["runtime_lines"] = {}
+            for cap, reads in by_cap.items():
+                at = runtime_line(*reads)
+                if at:
+                    extra["runtime_lines"][cap] = {"read_latency_ns": at[0],
+                                                   "read_bandwidth_bytes_per_s": at[1],
+                                                   "runtime_reads": reads}
         else:
             extra["runtime_reads_unused"] = "a longer run was not slower: kept the O_DIRECT line"
     elif runtime is not None:
@@ -638,6 +650,24 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
             "threads": threads, "queue_depth": int(qd), "o_direct": direct,
             "file_bytes": int(size), "random_reads": random_reads, "seq_chunk_bytes": seq_chunk,
             "folder": str(folder)}
+
+
+def runtime_line(small: dict, big: dict) -> tuple[float, float] | None:
+    """(latency ns, bytes/s) of the line through the mean read times of a
+    4 KiB run and a longer one (runtime_reads); None when the longer run was
+    not slower."""
+    dt = big["mean_ns"] - small["mean_ns"]
+    if dt <= 0:
+        return None
+    bw = (big["run_bytes"] - small["run_bytes"]) / (dt / 1e9)
+    return max(small["mean_ns"] - small["run_bytes"] / bw * 1e9, 0.0), bw
+
+
+def real_page_cap(row: "Row", cache: int) -> int:
+    """The page-cache cap a real-device run of `row` plans: the cache of the
+    base configurations, the DRAM budget of the hybrid ones."""
+    return int(row.values["dram_budget_bytes"]) if row.values["config"].startswith("hybrid") \
+        else int(cache)
 
 
 def host_caching_suspected(p: dict) -> bool:
@@ -704,18 +734,30 @@ def read_ahead_kb(dev: str) -> int | None:
     return None
 
 
-def prepare_real(grid: Grid, index: Path, log=print) -> tuple[Path | None, dict]:
-    """OUT/devices/real.yaml (probed once) when the grid uses `real`."""
-    if not any(r.values["device"] == REAL for r in grid.rows):
+def real_spec_path(out: Path, cap: int | None = None) -> Path:
+    """OUT/devices/real.yaml, or the spec of the real device under page-cache cap `cap`."""
+    return out / "devices" / ("real.yaml" if cap is None else f"real-cap{cap}.yaml")
+
+
+def prepare_real(grid: Grid, index: Path, log=print) -> tuple[dict | None, dict]:
+    """The specs of the real device (probed once) when the grid uses `real`:
+    {page-cache cap: OUT/devices/real-capN.yaml} for the caps its real rows
+    plan (the runtime-read line under that cap), and OUT/devices/real.yaml
+    (under the probe's default cap) for any other."""
+    rows = [r for r in grid.rows if r.values["device"] == REAL]
+    if not rows:
         return None, {}
-    path = grid.out / "devices" / "real.yaml"
+    ib = _index_bytes(index)
+    caps = sorted({real_page_cap(r, cache_bytes(r, ib)) for r in rows})
+    path = real_spec_path(grid.out)
     probe_file = grid.out / "devices" / "real-probe.json"
-    if path.exists() and probe_file.exists():
-        return path, json.loads(probe_file.read_text())
+    specs_by_cap = {c: real_spec_path(grid.out, c) for c in caps}
+    if path.exists() and probe_file.exists() and all(x.exists() for x in specs_by_cap.values()):
+        return {None: path, **specs_by_cap}, json.loads(probe_file.read_text())
     log("probing the disk under the index (random 4 KiB reads, sequential bandwidth, reads "
-        "through the runtime's read path) ...")
-    ra = max(int(r.values["readahead_bytes"]) for r in grid.rows if r.values["device"] == REAL)
-    p = probe_device(index.resolve().parent, run_bytes=ra)
+        "through the runtime's read path under each page-cache cap of the grid) ...")
+    ra = max(int(r.values["readahead_bytes"]) for r in rows)
+    p = probe_device(index.resolve().parent, run_bytes=ra, caps=tuple(caps))
     try:
         st = os.stat(index / "dids.bin")
         p["block_device"] = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
@@ -724,8 +766,12 @@ def prepare_real(grid: Grid, index: Path, log=print) -> tuple[Path | None, dict]
     p["read_ahead_kb"] = read_ahead_kb(p["block_device"])
     p["host_caching_suspected"] = host_caching_suspected(p)
     write_device_spec(p, path, block_device=p["block_device"])
+    lines = p.get("runtime_lines") or {}
+    for cap, spec in specs_by_cap.items():
+        at = lines.get(str(cap))  # else this cap's reads gave no line: the default one
+        write_device_spec({**p, **at} if at else p, spec, block_device=p["block_device"])
     probe_file.write_text(json.dumps(p, indent=1) + "\n")
-    return path, p
+    return {None: path, **specs_by_cap}, p
 
 
 # --- running -----------------------------------------------------------------------------
@@ -755,7 +801,7 @@ def _runtime_args(row: Row, cache: int) -> dict:
 
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
-               real_spec: Path | None, trace: Path | None = None,
+               real_spec: dict | None, trace: Path | None = None,
                page_cap: int | None = None, spin_ns: int | None = None) -> dict:
     """The model's run configuration of a row. page_cap: the page-cache cap
     the runtime ran with on the real device, when its cgroup floor raised the
@@ -767,7 +813,8 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     # the runtime applies readahead_bytes on the real device too (not the disk's read_ahead_kb)
     ra = v["readahead_bytes"]
     doc = {"config": v["config"], "policy": v["policy"],
-           "device": str(real_spec) if real else v["device"],
+           "device": str(real_spec.get(real_page_cap(row, cache), real_spec[None]))
+           if real else v["device"],
            "slow_tier": MODEL_SLOW_TIER, "index": str(index),
            "workload": ({"trace": str(trace), "cpu": "measured"} if trace is not None
                         else {"file": str(workload)}),
@@ -848,7 +895,7 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
 
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
-            real_spec: Path | None, index_bytes: int, progress=None, cpu: bool = True,
+            real_spec: dict | None, index_bytes: int, progress=None, cpu: bool = True,
             repeats: int = 1) -> bool:
     """The runtime run, then the model run, of one row, each written to its
     folder at once (a temporary name renamed into place). A runtime run that
@@ -1087,14 +1134,19 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             f"real device {probe.get('block_device', '')}: 4 KiB random read median "
             f"{probe['read_4k_median_ns'] / 1e3:.1f} us, sequential "
             f"{probe['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s, queue depth "
-            f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real_spec}")
+            f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real_spec[None]}")
         if probe.get("read_path") == "runtime":
             small, big = probe["runtime_reads"]
             notes.append(
-                f"real device: the model's line is the runtime's read path ({small['how']}): "
+                f"real device: the runtime's read path ({small['how']}; rows under other "
+                f"page-cache caps get the line under their own, below): "
                 f"mean {small['mean_ns'] / 1e3:.1f} us for 4 KiB, {big['mean_ns'] / 1e3:.1f} us "
                 f"for {big['run_bytes'] >> 10} KiB -> {probe['read_latency_ns'] / 1e3:.1f} us + "
                 f"{probe['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s")
+            for cap, at in (probe.get("runtime_lines") or {}).items():
+                notes.append(f"real device under a {int(cap):,}-byte page-cache cap (the grid's "
+                             f"real rows): {at['read_latency_ns'] / 1e3:.1f} us + "
+                             f"{at['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s")
         elif probe.get("runtime_reads_unused"):
             notes.append(f"real device: the O_DIRECT line is the model's "
                          f"({probe['runtime_reads_unused']})")

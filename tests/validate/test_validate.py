@@ -46,9 +46,13 @@ def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
     g = V.parse(_grid(config=["base", "hybrid"], device=["real", "nvme-p4800x"]))
     docs = {(r.values["config"], r.values["device"]):
             V._model_doc(r, 100_000, tmp_path, tmp_path / "w", tmp_path / "c.json",
-                         tmp_path / "real.yaml", None, 4 << 20)
+                         {None: tmp_path / "real.yaml", 100_000: tmp_path / "real-cap100000.yaml"},
+                         None, 4 << 20)
             for r in g.rows}
     assert docs["base", "real"]["cache_bytes"] == 4 << 20
+    # the real device's line measured under the row's planned page-cache cap, else the default
+    assert docs["base", "real"]["device"] == str(tmp_path / "real-cap100000.yaml")
+    assert docs["hybrid", "real"]["device"] == str(tmp_path / "real.yaml")
     assert docs["hybrid", "real"]["dram_budget_bytes"] == 4 << 20
     assert docs["hybrid", "real"]["cache_bytes"] == 100_000  # the segment cache stays
     # an emulated device has no cgroup floor: the grid's sizes
@@ -305,7 +309,8 @@ def test_a_failed_runtime_run_is_listed_and_the_grid_goes_on(tiny, tmp_path, mon
 # --- the real device ----------------------------------------------------------------------
 
 def test_probe_and_spec(tmp_path):
-    p = V.probe_device(tmp_path, file_bytes=8 * 2**20, random_reads=64, threads=2)
+    p = V.probe_device(tmp_path, file_bytes=8 * 2**20, random_reads=64, threads=2,
+                       run_reads=200, caps=(1 << 20, 1 << 20, 2 << 20))
     assert p["read_bandwidth_bytes_per_s"] > 1e6
     assert 0 < p["read_4k_median_ns"] < 1e9 and p["read_latency_ns"] >= 0
     assert p["queue_depth"] >= 1
@@ -324,6 +329,14 @@ def test_probe_and_spec(tmp_path):
         assert s["read_latency_ns"] + 4096 / s["read_bandwidth_bytes_per_s"] * 1e9 == \
             pytest.approx(small["mean_ns"], rel=1e-3)
         assert "as the APCache runtime reads a real-device miss" in s.source("read_latency_ns")
+        # and under each page-cache cap asked for (once each), in its own cgroup when writable
+        lines = p["runtime_lines"]
+        assert set(lines) <= {str(1 << 20), str(2 << 20)}
+        for cap, at in lines.items():
+            small, big = at["runtime_reads"]
+            assert small["cap_bytes"] == big["cap_bytes"] == int(cap)
+            assert (at["read_latency_ns"], at["read_bandwidth_bytes_per_s"]) == \
+                V.runtime_line(small, big)
     else:
         assert p["runtime_reads_unused"]
 
