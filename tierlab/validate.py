@@ -33,7 +33,10 @@ query's latency the mean of the two: no fit error, measured blocks per
 term); the device specs of sim-configs/devices, and for the device `real`
 a spec measured on this machine by a small probe (OUT/devices/real.yaml,
 `probe_device`: the latency and bandwidth of reads through the runtime's
-own read path, `runtime_reads`). The runtime's segment cache lives in DRAM (`--slow-tier
+own read path, `runtime_reads`; one spec per page-cache cap the grid's real
+rows plan, real-capN.yaml, each row getting its own). Emulated rows are
+also charged the runtime's page-cache hits (the table's page_hit_ns), and a
+waiting thread spins as long as the runtime's did (handoff_spin_ns). The runtime's segment cache lives in DRAM (`--slow-tier
 dram`), so the model's slow tier is `ddr4-2666` (tier factor 1). Both do
 one cold pass.
 
@@ -51,7 +54,7 @@ occasional tipping into thrashing on a 10 % cache, but how often the long
 wake-ups come was not stable enough on this VM to predict a given run.
 
 Layout of OUT: index/ (a generated index, with corpus/), workloads/,
-costs.json, devices/real.yaml, rows/<row id>/{measured,model}/ (the three
+costs.json, devices/real.yaml and real-capN.yaml, rows/<row id>/{measured,model}/ (the three
 tables of each run, and measured/cpu.trace/; a row is finished when both
 hold cache_run.parquet, and a rerun skips it), then measured.parquet, model.parquet, validation.csv,
 validation.md, parity.png, summary.json.

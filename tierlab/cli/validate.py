@@ -20,8 +20,8 @@ _HELP = paragraphs(
     "sim-configs/devices; the device `real` gets a spec measured on this machine by a small "
     "probe of the disk under the index (OUT/devices/real.yaml: random 4 KiB reads, "
     "sequential bandwidth and parallelism with O_DIRECT, then reads of 4 KiB and "
-    "readahead-sized runs through the runtime's own read path in a capped cgroup, whose "
-    "line the model gets). Nothing is fitted to the runtime results. The "
+    "readahead-sized runs through the runtime's own read path in a cgroup capped as each "
+    "real row's page cache is, whose line that row's model gets). Nothing is fitted to the runtime results. The "
     "runtime's segment cache lives in DRAM, which the model reads as ddr4-2666.",
     "GRID.yaml keys (any may be a list, and so may the keys of workload; rows = product): "
     "index (an index folder, or {generate: {size: 50MB, codec: pfor-delta256, seed: 0}} "
