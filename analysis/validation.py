@@ -53,6 +53,30 @@ def kendall_tau(a, b) -> float:
     return concordant_minus_discordant / math.sqrt(ta * tb)
 
 
+NEAR_TIE = 0.01  # a measured QPS gap below this share is reported as a near-tie
+
+
+def discordant_pairs(paired: pd.DataFrame, cell_keys=("cell",)) -> pd.DataFrame:
+    """The configuration pairs of a cell that model and measurement rank the
+    other way round, with each side's gap (|difference| / the larger QPS):
+    a pair whose measured gap is below NEAR_TIE is ordered by the noise."""
+    rows = []
+    for _, g in paired.groupby(list(cell_keys), dropna=False):
+        g = g.reset_index(drop=True)
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                a, b = g.iloc[i], g.iloc[j]
+                dm = a["qps_measured"] - b["qps_measured"]
+                dp = a["qps_model"] - b["qps_model"]
+                if dm * dp < 0:
+                    rows.append({"device": a["device"], "config_a": a["config"],
+                                 "config_b": b["config"],
+                                 "measured_gap": abs(dm) / max(a["qps_measured"], b["qps_measured"]),
+                                 "model_gap": abs(dp) / max(a["qps_model"], b["qps_model"])})
+    return pd.DataFrame(rows, columns=["device", "config_a", "config_b", "measured_gap",
+                                       "model_gap"])
+
+
 def _norm(df: pd.DataFrame) -> pd.DataFrame:
     missing = [k for k in PARAM_KEYS + METRICS if k not in df.columns]
     if missing:
@@ -184,6 +208,14 @@ def format_summary(s: Summary, paired: pd.DataFrame) -> str:
         v = c["value"]
         vs = f"{v:.3f}" if isinstance(v, float) else str(v)
         lines.append(f"  {'MET   ' if c['met'] else 'MISSED'} {name:<28} {vs:>8}  (target {c['target']})")
+    if "cell" in paired:
+        d = discordant_pairs(paired)
+        if len(d):
+            ties = int((d["measured_gap"] < NEAR_TIE).sum())
+            lines.append(f"ranking: {len(d)} configuration pair(s) ranked the other way round, "
+                         f"{ties} of them < {NEAR_TIE:.0%} apart in the measurement (near-ties); "
+                         f"by device: " + ", ".join(f"{k} {v}" for k, v in
+                                                    d["device"].value_counts().items()))
     bad = paired[paired["diagnosis"] != "ok"]
     if len(bad):
         lines.append("where the model misses (rows, by mechanism):")

@@ -92,3 +92,16 @@ def test_a_real_device_row_whose_caches_agree_names_the_kernel_page_cache():
            "storage_bytes_read_measured": 1e8, "storage_bytes_read_model": 1.02e8}
     assert v.diagnose({**row, "device": "nvme-p4800x"}).startswith("device timing")
     assert v.diagnose({**row, "device": "real"}).startswith("kernel page-cache CPU")
+
+
+def test_discordant_pairs_name_the_near_ties():
+    rows = [  # cell a: base and hybrid swap 0.5 % apart; cell b: agree; cell c: swap 20 % apart
+        ("a", "hdd", "base", 100.0, 90.0), ("a", "hdd", "hybrid", 100.5, 89.0),
+        ("b", "nvme", "base", 100.0, 90.0), ("b", "nvme", "hybrid", 200.0, 180.0),
+        ("c", "real", "base", 100.0, 130.0), ("c", "real", "hybrid", 125.0, 120.0)]
+    p = pd.DataFrame(rows, columns=["cell", "device", "config", "qps_measured", "qps_model"])
+    d = v.discordant_pairs(p)
+    assert d["device"].tolist() == ["hdd", "real"]
+    assert d["measured_gap"].round(3).tolist() == [0.005, 0.2]
+    assert (d["measured_gap"] < v.NEAR_TIE).tolist() == [True, False]
+    assert v.discordant_pairs(p[p["cell"] == "b"]).empty
