@@ -34,7 +34,9 @@ term); the device specs of sim-configs/devices, and for the device `real`
 a spec measured on this machine by a small probe (OUT/devices/real.yaml,
 `probe_device`: the latency and bandwidth of reads through the runtime's
 own read path, `runtime_reads`; one spec per page-cache cap the grid's real
-rows plan, real-capN.yaml, each row getting its own). Emulated rows are
+rows plan, real-capN.yaml; and, since the disk's speed drifts, each real
+row's own probe right before and after its run, ROW/measured/real.yaml,
+which its model gets). Emulated rows are
 also charged the runtime's page-cache hits (the table's page_hit_ns), and a
 waiting thread spins as long as the runtime's did (handoff_spin_ns). The runtime's segment cache lives in DRAM (`--slow-tier
 dram`), so the model's slow tier is `ddr4-2666` (tier factor 1). Both do
@@ -54,7 +56,8 @@ occasional tipping into thrashing on a 10 % cache, but how often the long
 wake-ups come was not stable enough on this VM to predict a given run.
 
 Layout of OUT: index/ (a generated index, with corpus/), workloads/,
-costs.json, devices/real.yaml and real-capN.yaml, rows/<row id>/{measured,model}/ (the three
+costs.json, devices/real.yaml and real-capN.yaml (and probe-scratch.bin while it runs),
+rows/<row id>/{measured,model}/ (the three
 tables of each run, and measured/cpu.trace/; a row is finished when both
 hold cache_run.parquet, and a rerun skips it), then measured.parquet, model.parquet, validation.csv,
 validation.md, parity.png, summary.json.
@@ -756,8 +759,11 @@ def prepare_real(grid: Grid, index: Path, log=print) -> tuple[dict | None, dict]
     path = real_spec_path(grid.out)
     probe_file = grid.out / "devices" / "real-probe.json"
     specs_by_cap = {c: real_spec_path(grid.out, c) for c in caps}
+    scratch = grid.out / "devices" / "probe-scratch.bin"
+    extra = {"probe": probe_file, "scratch": scratch}
     if path.exists() and probe_file.exists() and all(x.exists() for x in specs_by_cap.values()):
-        return {None: path, **specs_by_cap}, json.loads(probe_file.read_text())
+        _scratch_file(scratch)
+        return {None: path, **specs_by_cap, **extra}, json.loads(probe_file.read_text())
     log("probing the disk under the index (random 4 KiB reads, sequential bandwidth, reads "
         "through the runtime's read path under each page-cache cap of the grid) ...")
     ra = max(int(r.values["readahead_bytes"]) for r in rows)
@@ -775,7 +781,26 @@ def prepare_real(grid: Grid, index: Path, log=print) -> tuple[dict | None, dict]
         at = lines.get(str(cap))  # else this cap's reads gave no line: the default one
         write_device_spec({**p, **at} if at else p, spec, block_device=p["block_device"])
     probe_file.write_text(json.dumps(p, indent=1) + "\n")
-    return {None: path, **specs_by_cap}, p
+    _scratch_file(scratch)
+    return {None: path, **specs_by_cap, **extra}, p
+
+
+SCRATCH_BYTES = 128 * 2**20
+
+
+def _scratch_file(path: Path) -> None:
+    """The file the real rows' own probes read (random data, written once,
+    dropped from the page cache; removed when the grid run ends)."""
+    if path.exists() and path.stat().st_size == SCRATCH_BYTES:
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        for _ in range(SCRATCH_BYTES >> 20):
+            f.write(os.urandom(2**20))
+        f.flush()
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    os.replace(tmp, path)
 
 
 # --- running -----------------------------------------------------------------------------
@@ -854,11 +879,13 @@ def is_done(out: Path, row: Row) -> bool:
 
 
 def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repeats: int,
-             progress=None, cpu: bool = True) -> None:
+             progress=None, cpu: bool = True, device_probe=None) -> None:
     """The runtime run of a row into `tmp`: once, or, when it took less than
     REPEAT_BELOW_S, `repeats` times with the run of the median QPS kept
     (module docstring, Noise); tmp/repeats.json lists every run's QPS. cpu:
-    a CPU trace before and after each run (tmp/cpu.trace/, `cpu_trace`)."""
+    a CPU trace before and after each run (tmp/cpu.trace/, `cpu_trace`).
+    device_probe (the real device): called before and after each run, its
+    reads kept in tmp/device-probe.json."""
     from . import apcache
     from .traces.schema import read_table
 
@@ -870,11 +897,15 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
             runs.append((0.0, rdir))
             before = rdir.with_name(rdir.name + ".cpu")
             shutil.rmtree(before, ignore_errors=True)
+            probed = {"before": device_probe()} if device_probe else None
             if cpu:
                 cpu_trace(index, workload, row.values["k"], before)
                 gc.collect()
                 time.sleep(SETTLE_S)
             apcache.run(index, workload, rdir, progress=progress, **_runtime_args(row, cache))
+            if probed is not None:
+                probed["after"] = device_probe()
+                (rdir / "device-probe.json").write_text(json.dumps(probed, indent=1) + "\n")
             if cpu:
                 after = rdir / "cpu.trace"
                 cpu_trace(index, workload, row.values["k"], after)
@@ -917,8 +948,13 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
     if not (d / "measured" / "cache_run.parquet").exists():
         tmp = d / f".measured.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        probe = None
+        if row.values["device"] == REAL and real_spec and real_spec.get("scratch"):
+            cap, ra = real_page_cap(row, cache), int(row.values["readahead_bytes"])
+            probe = lambda: [runtime_reads(real_spec["scratch"], b, cap, ROW_PROBE_READS)  # noqa: E731
+                             for b in (4096, ra)]
         try:
-            _measure(row, index, workload, tmp, cache, repeats, progress, cpu)
+            _measure(row, index, workload, tmp, cache, repeats, progress, cpu, probe)
         except TierlabError as e:  # e.g. OOM-killed in its cgroup: a failed row, not the grid
             shutil.rmtree(tmp, ignore_errors=True)
             (d / "failed.json").write_text(json.dumps({"side": "measured", "error": str(e)})
@@ -937,7 +973,10 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         # whether the runtime's threads spun before blocking (only when it pinned them)
         spin = json.loads(run["params"]).get("handoff_spin_ns")
         trace = d / "measured" / "cpu.trace" if cpu else None
-        cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real_spec,
+        specs = real_spec
+        if row.values["device"] == REAL and (d / "measured" / "device-probe.json").exists():
+            specs = {**real_spec, real_page_cap(row, cache): _row_spec(d / "measured", real_spec)}
+        cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, specs,
                                          trace, page_cap, spin),
                               f"row {row.id}")
         res = cfgmod.run(cfg, costs=costs)
@@ -946,6 +985,28 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         cfgmod.write(res, tmp)
         _swap_in(tmp, d / "model")
     return True
+
+
+ROW_PROBE_READS = 300  # reads of each size through the runtime's path, before and after a real run
+
+
+def _row_spec(measured: Path, real_spec: dict) -> Path:
+    """measured/real.yaml: the real device's line through the mean read times
+    the row's own probes took right before and after its kept run (the disk's
+    speed drifted 2-3x within a minute on a VM: 4 KiB reads 118-294 us in six
+    probes 5 s apart), else the grid's spec of its cap."""
+    pr = json.loads((measured / "device-probe.json").read_text())
+    small, big = ({**pr["before"][k], "mean_ns": (pr["before"][k]["mean_ns"]
+                                                   + pr["after"][k]["mean_ns"]) / 2,
+                   "reads": pr["before"][k]["reads"] + pr["after"][k]["reads"]}
+                  for k in (0, 1))
+    line = runtime_line(small, big)
+    probe = json.loads(real_spec["probe"].read_text())
+    if not line:
+        return real_spec[None]
+    p = {**probe, "read_latency_ns": line[0], "read_bandwidth_bytes_per_s": line[1],
+         "read_path": "runtime", "runtime_reads": [small, big]}
+    return write_device_spec(p, measured / "real.yaml", block_device=probe.get("block_device", ""))
 
 
 def collect(grid: Grid) -> tuple:
@@ -1185,6 +1246,8 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
         interrupted = True
     finally:
         bar.close()
+        if real_spec:
+            real_spec["scratch"].unlink(missing_ok=True)
     if todo:
         notes.append(f"this run: {len(todo)} row(s) in {time.time() - t_start:.0f} s; load "
                      f"average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (the "

@@ -353,3 +353,33 @@ def test_read_probe_errors_are_named(tmp_path):
 def test_host_caching_is_named():
     assert V.host_caching_suspected({"read_4k_median_ns": 3_000})
     assert not V.host_caching_suspected({"read_4k_median_ns": 80_000})
+
+
+def test_a_real_rows_model_gets_the_line_its_own_probes_measured(tmp_path):
+    probe = {"read_bandwidth_bytes_per_s": 1e9, "read_latency_ns": 50_000.0,
+             "read_4k_median_ns": 60_000.0, "read_4k_p90_ns": 70_000.0, "o_direct": True,
+             "queue_depth": 1, "iops_parallel": 1e4, "threads": 4, "file_bytes": 128 << 20,
+             "random_reads": 100, "seq_chunk_bytes": 1 << 20, "folder": str(tmp_path),
+             "direct_read_bandwidth_bytes_per_s": 1e9, "block_device": "254:0"}
+    (tmp_path / "real-probe.json").write_text(json.dumps(probe))
+
+    def reads(small_ns, big_ns):
+        return [{"run_bytes": 4096, "reads": 300, "mean_ns": small_ns, "how": "cgroup v1"},
+                {"run_bytes": 131072, "reads": 300, "mean_ns": big_ns, "how": "cgroup v1"}]
+
+    m = tmp_path / "measured"
+    m.mkdir()
+    # before 100/400 us, after 200/500 us: the line through the means, 150 and 450 us
+    (m / "device-probe.json").write_text(json.dumps({"before": reads(100e3, 400e3),
+                                                      "after": reads(200e3, 500e3)}))
+    spec = specs.load(str(V._row_spec(m, {None: tmp_path / "real.yaml",
+                                          "probe": tmp_path / "real-probe.json"})),
+                      kind="storage")
+    bw = (131072 - 4096) / 300e-6
+    assert spec["read_bandwidth_bytes_per_s"] == pytest.approx(bw, rel=1e-6)
+    assert spec["read_latency_ns"] == pytest.approx(150e3 - 4096 / bw * 1e9, abs=1)  # whole ns
+    # a longer run no slower: no line, the grid's spec
+    (m / "device-probe.json").write_text(json.dumps({"before": reads(300e3, 200e3),
+                                                      "after": reads(300e3, 200e3)}))
+    assert V._row_spec(m, {None: tmp_path / "real.yaml", "probe": tmp_path / "real-probe.json"}) \
+        == tmp_path / "real.yaml"
