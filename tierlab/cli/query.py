@@ -70,7 +70,10 @@ def register(sub) -> None:
         "class's mean latency, every class weighted equally, block_ns at least the measured "
         "decode time of a block, the worst 1 % of queries left out of a refit). Also times "
         "decoding alone (ns per DID and freq block) as a cross-check and reports the fit "
-        "quality per type and class. Writes JSON (format tierlab-costs, read by "
+        "quality per type and class; and what the model needs beyond a query: the APCache "
+        "runtime's thread hand-off, segment-cache copy rate and page-cache hit (`threads`), "
+        "and how much slower a query gets with n cores querying their own index copies at "
+        "once (`cores`, n up to the allowed CPUs, at most 4). Writes JSON (format tierlab-costs, read by "
         "tierlab.costs.Costs.load). With --default: the "
         "per-machine default table of --codec, measured once on a small generated index and "
         "cached under $XDG_CACHE_HOME/tierlab/ (~/.cache/tierlab/).",
