@@ -11,6 +11,7 @@ compared.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -62,17 +63,14 @@ def discordant_pairs(paired: pd.DataFrame, cell_keys=("cell",)) -> pd.DataFrame:
     a pair whose measured gap is below NEAR_TIE is ordered by the noise."""
     rows = []
     for _, g in paired.groupby(list(cell_keys), dropna=False):
-        g = g.reset_index(drop=True)
-        for i in range(len(g)):
-            for j in range(i + 1, len(g)):
-                a, b = g.iloc[i], g.iloc[j]
-                dm = a["qps_measured"] - b["qps_measured"]
-                dp = a["qps_model"] - b["qps_model"]
-                if dm * dp < 0:
-                    rows.append({"device": a["device"], "config_a": a["config"],
-                                 "config_b": b["config"],
-                                 "measured_gap": abs(dm) / max(a["qps_measured"], b["qps_measured"]),
-                                 "model_gap": abs(dp) / max(a["qps_model"], b["qps_model"])})
+        for a, b in itertools.combinations(g.to_dict("records"), 2):
+            dm = a["qps_measured"] - b["qps_measured"]
+            dp = a["qps_model"] - b["qps_model"]
+            if dm * dp < 0:
+                rows.append({"device": a["device"], "config_a": a["config"],
+                             "config_b": b["config"],
+                             "measured_gap": abs(dm) / max(a["qps_measured"], b["qps_measured"]),
+                             "model_gap": abs(dp) / max(a["qps_model"], b["qps_model"])})
     return pd.DataFrame(rows, columns=["device", "config_a", "config_b", "measured_gap",
                                        "model_gap"])
 

@@ -664,9 +664,11 @@ def _run_on_cores(ixs, queries, cpus, reps: int, k: int) -> list[float]:
     sums = [0.0] * len(ixs)
     failed = []
 
+    from .query import pin
+
     def work(i):
         try:
-            os.sched_setaffinity(0, {cpus[i]})  # this thread only
+            pin(cpus[i])  # this thread only
             start.wait()
             for _ in range(reps):
                 st, _, _, _ = ixs[i].run_batch(queries, k=k)  # the GIL is released in C
@@ -700,14 +702,16 @@ def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAUL
     from .index import Index
     from .workload import read_queries
 
-    if not hasattr(os, "sched_getaffinity"):
-        return {"cpu_factor": {"1": 1.0}, "measured_cores": 1,
-                "how": "not measured: this system cannot pin threads"}
-    cpus = sorted(os.sched_getaffinity(0))[:max_cores]
+    cpus = sorted(os.sched_getaffinity(0))[:max_cores] if hasattr(os, "sched_getaffinity") \
+        else []
     queries = read_queries(workload)
     if not queries:
         raise TierlabError(f"{workload}: no queries to time on several cores")
-    factors, samples = {"1": 1.0}, {}
+    factors, samples, reps = {"1": 1.0}, {}, 0
+    if len(cpus) < 2:  # nothing shares anything: no index copies to load
+        return {"cpu_factor": factors, "measured_cores": 1, "ratios": samples,
+                "workload": Path(workload).name, "repeats_per_run": reps,
+                "how": "not measured: fewer than two CPUs to pin threads to"}
     ixs = [Index(index, placement) for _ in cpus]
     try:
         for ix in ixs:  # touch every structure once: no first-use page faults below

@@ -75,7 +75,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -518,10 +518,16 @@ def runtime_reads(path, run_bytes: int, cap_bytes: int, reads: int, seed: int = 
             "cap_bytes": int(cap_bytes), "how": how}
 
 
+def runtime_pair(path, run_bytes: int, cap_bytes: int, reads: int, seed: int = 0) -> list:
+    """[4 KiB runs, run_bytes runs] of `runtime_reads`: the two points of a
+    device line (runtime_line)."""
+    return [runtime_reads(path, b, cap_bytes, reads, seed) for b in (4096, run_bytes)]
+
+
 def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2000,
                  seq_chunk: int = 2**20, threads: int = 4, seed: int = 0,
                  run_bytes: int | None = 128 * 2**10, cap_bytes: int = 4 * 2**20,
-                 run_reads: int = 1000, caps: tuple = ()) -> dict:
+                 run_reads: int = 1000, caps: tuple = (), scratch: Path | None = None) -> dict:
     """Measure the storage under `folder`: a scratch file of file_bytes
     (written, fsynced, dropped from the page cache), then random 4 KiB reads
     at queue depth 1 (median latency), random 4 KiB reads from `threads`
@@ -536,21 +542,18 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
     2-vCPU VM a 128 KiB run through the kernel's page cache took ~260 us
     under a 1 MiB cap, ~335 us under 4 MiB and ~550 us uncapped in one
     measurement; in a later one the lines under 0.9, 1.0 and 4.4 MB caps
-    agreed within ~15 %). The scratch file is removed. Returns the numbers
-    and how they were taken."""
+    agreed within ~15 %). The scratch file is removed, unless it is the
+    `scratch` given (written if missing, kept for later probes). Returns the
+    numbers and how they were taken."""
     import random
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    scratch = folder / f".probe-{os.getpid()}.bin"
+    keep = scratch is not None
+    scratch = scratch if keep else folder / f".probe-{os.getpid()}.bin"
     page = 4096
     try:
-        with open(scratch, "wb") as f:
-            block = os.urandom(2**20)
-            for _ in range(file_bytes // len(block)):
-                f.write(block)
-            f.flush()
-            os.fsync(f.fileno())
+        _scratch_file(scratch, file_bytes)
         size = scratch.stat().st_size
         pages = size // page
 
@@ -619,15 +622,14 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
         runtime, by_cap = None, {}
         if run_bytes and run_bytes > page:
             try:
-                runtime = [runtime_reads(scratch, b, cap_bytes, run_reads, seed)
-                           for b in (page, run_bytes)]
+                runtime = runtime_pair(scratch, run_bytes, cap_bytes, run_reads, seed)
                 for cap in sorted(set(caps)):
-                    by_cap[str(cap)] = [runtime_reads(scratch, b, cap, run_reads, seed)
-                                        for b in (page, run_bytes)]
+                    by_cap[str(cap)] = runtime_pair(scratch, run_bytes, cap, run_reads, seed)
             except (TierlabError, OSError, subprocess.TimeoutExpired) as e:
                 runtime = str(e)
     finally:
-        scratch.unlink(missing_ok=True)
+        if not keep:
+            scratch.unlink(missing_ok=True)
     # positioning = latency of a 4 KiB random read minus its transfer time
     read_latency = max(median - page / bw * 1e9, 0.0)
     qd = max(1, min(64, round(iops_par * median / 1e9)))
@@ -746,28 +748,41 @@ def real_spec_path(out: Path, cap: int | None = None) -> Path:
     return out / "devices" / ("real.yaml" if cap is None else f"real-cap{cap}.yaml")
 
 
-def prepare_real(grid: Grid, index: Path, log=print) -> tuple[dict | None, dict]:
-    """The specs of the real device (probed once) when the grid uses `real`:
-    {page-cache cap: OUT/devices/real-capN.yaml} for the caps its real rows
-    plan (the runtime-read line under that cap), and OUT/devices/real.yaml
-    (under the probe's default cap) for any other."""
+@dataclass
+class RealDevice:
+    """The real device of a grid: its specs (OUT/devices/real.yaml, and
+    real-capN.yaml under each page-cache cap the grid's real rows plan), the
+    probe's numbers, and the scratch file each real row's own probes read
+    (written at the first one, removed when the grid run ends)."""
+
+    default: Path
+    by_cap: dict
+    probe: dict
+    scratch: Path
+
+    def spec(self, cap: int) -> Path:
+        return self.by_cap.get(cap, self.default)
+
+
+def prepare_real(grid: Grid, index: Path, log=print) -> RealDevice | None:
+    """The real device's specs (probed once) when the grid uses `real`."""
     rows = [r for r in grid.rows if r.values["device"] == REAL]
     if not rows:
-        return None, {}
+        return None
     ib = _index_bytes(index)
     caps = sorted({real_page_cap(r, cache_bytes(r, ib)) for r in rows})
     path = real_spec_path(grid.out)
     probe_file = grid.out / "devices" / "real-probe.json"
-    specs_by_cap = {c: real_spec_path(grid.out, c) for c in caps}
-    scratch = grid.out / "devices" / "probe-scratch.bin"
-    extra = {"probe": probe_file, "scratch": scratch}
-    if path.exists() and probe_file.exists() and all(x.exists() for x in specs_by_cap.values()):
-        _scratch_file(scratch)
-        return {None: path, **specs_by_cap, **extra}, json.loads(probe_file.read_text())
+    real = RealDevice(path, {c: real_spec_path(grid.out, c) for c in caps}, {},
+                      grid.out / "devices" / "probe-scratch.bin")
+    if path.exists() and probe_file.exists() and all(x.exists() for x in real.by_cap.values()):
+        real.probe = json.loads(probe_file.read_text())
+        return real
     log("probing the disk under the index (random 4 KiB reads, sequential bandwidth, reads "
         "through the runtime's read path under each page-cache cap of the grid) ...")
     ra = max(int(r.values["readahead_bytes"]) for r in rows)
-    p = probe_device(index.resolve().parent, run_bytes=ra, caps=tuple(caps))
+    p = probe_device(index.resolve().parent, run_bytes=ra, caps=tuple(caps),
+                     scratch=real.scratch)
     try:
         st = os.stat(index / "dids.bin")
         p["block_device"] = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
@@ -777,25 +792,26 @@ def prepare_real(grid: Grid, index: Path, log=print) -> tuple[dict | None, dict]
     p["host_caching_suspected"] = host_caching_suspected(p)
     write_device_spec(p, path, block_device=p["block_device"])
     lines = p.get("runtime_lines") or {}
-    for cap, spec in specs_by_cap.items():
+    for cap, spec in real.by_cap.items():
         at = lines.get(str(cap))  # else this cap's reads gave no line: the default one
         write_device_spec({**p, **at} if at else p, spec, block_device=p["block_device"])
     probe_file.write_text(json.dumps(p, indent=1) + "\n")
-    _scratch_file(scratch)
-    return {None: path, **specs_by_cap, **extra}, p
+    real.probe = p
+    return real
 
 
 SCRATCH_BYTES = 128 * 2**20
 
 
-def _scratch_file(path: Path) -> None:
-    """The file the real rows' own probes read (random data, written once,
-    dropped from the page cache; removed when the grid run ends)."""
-    if path.exists() and path.stat().st_size == SCRATCH_BYTES:
+def _scratch_file(path: Path, nbytes: int = SCRATCH_BYTES) -> None:
+    """A file of nbytes of random data for the probes to read (written
+    and fsynced once, dropped from the page cache; kept if already there)."""
+    if path.exists() and path.stat().st_size == nbytes:
         return
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        for _ in range(SCRATCH_BYTES >> 20):
+        for _ in range(nbytes >> 20):
             f.write(os.urandom(2**20))
         f.flush()
         os.fsync(f.fileno())
@@ -830,7 +846,7 @@ def _runtime_args(row: Row, cache: int) -> dict:
 
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
-               real_spec: dict | None, trace: Path | None = None,
+               real: RealDevice | None, trace: Path | None = None,
                page_cap: int | None = None, spin_ns: int | None = None) -> dict:
     """The model's run configuration of a row. page_cap: the page-cache cap
     the runtime ran with on the real device, when its cgroup floor raised the
@@ -838,12 +854,11 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     unless it pinned them). Parameters of that run, not results."""
     v = row.values
     hybrid = v["config"].startswith("hybrid")
-    real = v["device"] == REAL
+    is_real = v["device"] == REAL
     # the runtime applies readahead_bytes on the real device too (not the disk's read_ahead_kb)
     ra = v["readahead_bytes"]
     doc = {"config": v["config"], "policy": v["policy"],
-           "device": str(real_spec.get(real_page_cap(row, cache), real_spec[None]))
-           if real else v["device"],
+           "device": str(real.spec(real_page_cap(row, cache))) if is_real else v["device"],
            "slow_tier": MODEL_SLOW_TIER, "index": str(index),
            "workload": ({"trace": str(trace), "cpu": "measured"} if trace is not None
                         else {"file": str(workload)}),
@@ -852,11 +867,11 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     if hybrid:
         doc["segment_bytes"] = v["segment_bytes"]
         doc["dram_budget_bytes"] = v["dram_budget_bytes"]
-    if real and page_cap:
+    if is_real and page_cap:
         doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
     if spin_ns is not None:
         doc["handoff_spin_ns"] = int(spin_ns)
-    if not real:  # the runtime's emulated page cache: each block access costs a hit
+    if not is_real:  # the runtime's emulated page cache: each block access costs a hit
         doc["page_hit_ns"] = "table"
     if v["lookahead"] is not None:
         doc["lookahead"] = v["lookahead"]
@@ -930,7 +945,7 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
 
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
-            real_spec: dict | None, index_bytes: int, progress=None, cpu: bool = True,
+            real: RealDevice | None, index_bytes: int, progress=None, cpu: bool = True,
             repeats: int = 1) -> bool:
     """The runtime run, then the model run, of one row, each written to its
     folder at once (a temporary name renamed into place). A runtime run that
@@ -948,13 +963,14 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
     if not (d / "measured" / "cache_run.parquet").exists():
         tmp = d / f".measured.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        probe = None
-        if row.values["device"] == REAL and real_spec and real_spec.get("scratch"):
-            cap, ra = real_page_cap(row, cache), int(row.values["readahead_bytes"])
-            probe = lambda: [runtime_reads(real_spec["scratch"], b, cap, ROW_PROBE_READS)  # noqa: E731
-                             for b in (4096, ra)]
+        cap, ra = real_page_cap(row, cache), int(row.values["readahead_bytes"])
+
+        def own_probe():  # the real device right before and after the run
+            _scratch_file(real.scratch)
+            return runtime_pair(real.scratch, ra, cap, ROW_PROBE_READS)
         try:
-            _measure(row, index, workload, tmp, cache, repeats, progress, cpu, probe)
+            _measure(row, index, workload, tmp, cache, repeats, progress, cpu,
+                     own_probe if row.values["device"] == REAL and real else None)
         except TierlabError as e:  # e.g. OOM-killed in its cgroup: a failed row, not the grid
             shutil.rmtree(tmp, ignore_errors=True)
             (d / "failed.json").write_text(json.dumps({"side": "measured", "error": str(e)})
@@ -973,10 +989,11 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         # whether the runtime's threads spun before blocking (only when it pinned them)
         spin = json.loads(run["params"]).get("handoff_spin_ns")
         trace = d / "measured" / "cpu.trace" if cpu else None
-        specs = real_spec
         if row.values["device"] == REAL and (d / "measured" / "device-probe.json").exists():
-            specs = {**real_spec, real_page_cap(row, cache): _row_spec(d / "measured", real_spec)}
-        cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, specs,
+            own = _row_spec(d / "measured", real)
+            real = replace(real, by_cap={**real.by_cap,
+                                                     real_page_cap(row, cache): own})
+        cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real,
                                          trace, page_cap, spin),
                               f"row {row.id}")
         res = cfgmod.run(cfg, costs=costs)
@@ -990,7 +1007,7 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
 ROW_PROBE_READS = 300  # reads of each size through the runtime's path, before and after a real run
 
 
-def _row_spec(measured: Path, real_spec: dict) -> Path:
+def _row_spec(measured: Path, real: RealDevice) -> Path:
     """measured/real.yaml: the real device's line through the mean read times
     the row's own probes took right before and after its kept run (the disk's
     speed drifted 2-3x within a minute on a VM: 4 KiB reads 118-294 us in six
@@ -1001,12 +1018,12 @@ def _row_spec(measured: Path, real_spec: dict) -> Path:
                    "reads": pr["before"][k]["reads"] + pr["after"][k]["reads"]}
                   for k in (0, 1))
     line = runtime_line(small, big)
-    probe = json.loads(real_spec["probe"].read_text())
     if not line:
-        return real_spec[None]
-    p = {**probe, "read_latency_ns": line[0], "read_bandwidth_bytes_per_s": line[1],
+        return real.default
+    p = {**real.probe, "read_latency_ns": line[0], "read_bandwidth_bytes_per_s": line[1],
          "read_path": "runtime", "runtime_reads": [small, big]}
-    return write_device_spec(p, measured / "real.yaml", block_device=probe.get("block_device", ""))
+    return write_device_spec(p, measured / "real.yaml",
+                             block_device=real.probe.get("block_device", ""))
 
 
 def collect(grid: Grid) -> tuple:
@@ -1192,14 +1209,15 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
     index = prepare_index(grid, log)
     wfiles = prepare_workloads(grid, index)
     costs, costs_path = prepare_costs(grid, index, log)
-    real_spec, probe = prepare_real(grid, index, log)
+    real = prepare_real(grid, index, log)
+    probe = real.probe if real else {}
     notes = []
     if probe:
         notes.append(
             f"real device {probe.get('block_device', '')}: 4 KiB random read median "
             f"{probe['read_4k_median_ns'] / 1e3:.1f} us, sequential "
             f"{probe['read_bandwidth_bytes_per_s'] / 1e6:.0f} MB/s, queue depth "
-            f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real_spec[None]}")
+            f"{probe['queue_depth']} (O_DIRECT {probe['o_direct']}); spec {real.default}")
         if probe.get("read_path") == "runtime":
             small, big = probe["runtime_reads"]
             notes.append(
@@ -1235,7 +1253,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
         for r in todo:
             bar.set_postfix_str(r.label(), refresh=True)
             ok = run_row(r, grid.out, index=index, workload=wfiles[workload_name(r.workload)],
-                    costs=costs, costs_path=costs_path, real_spec=real_spec, index_bytes=ib,
+                    costs=costs, costs_path=costs_path, real=real, index_bytes=ib,
                     cpu=grid.cpu == "measured", repeats=grid.repeats)
             if not ok:
                 err = json.loads((row_dir(grid.out, r) / "failed.json").read_text())["error"]
@@ -1246,8 +1264,8 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
         interrupted = True
     finally:
         bar.close()
-        if real_spec:
-            real_spec["scratch"].unlink(missing_ok=True)
+        if real:
+            real.scratch.unlink(missing_ok=True)
     if todo:
         notes.append(f"this run: {len(todo)} row(s) in {time.time() - t_start:.0f} s; load "
                      f"average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (the "

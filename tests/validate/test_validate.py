@@ -46,7 +46,9 @@ def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
     g = V.parse(_grid(config=["base", "hybrid"], device=["real", "nvme-p4800x"]))
     docs = {(r.values["config"], r.values["device"]):
             V._model_doc(r, 100_000, tmp_path, tmp_path / "w", tmp_path / "c.json",
-                         {None: tmp_path / "real.yaml", 100_000: tmp_path / "real-cap100000.yaml"},
+                         V.RealDevice(tmp_path / "real.yaml",
+                                      {100_000: tmp_path / "real-cap100000.yaml"}, {},
+                                      tmp_path / "scratch.bin"),
                          None, 4 << 20)
             for r in g.rows}
     assert docs["base", "real"]["cache_bytes"] == 4 << 20
@@ -361,7 +363,7 @@ def test_a_real_rows_model_gets_the_line_its_own_probes_measured(tmp_path):
              "queue_depth": 1, "iops_parallel": 1e4, "threads": 4, "file_bytes": 128 << 20,
              "random_reads": 100, "seq_chunk_bytes": 1 << 20, "folder": str(tmp_path),
              "direct_read_bandwidth_bytes_per_s": 1e9, "block_device": "254:0"}
-    (tmp_path / "real-probe.json").write_text(json.dumps(probe))
+    real = V.RealDevice(tmp_path / "real.yaml", {}, probe, tmp_path / "scratch.bin")
 
     def reads(small_ns, big_ns):
         return [{"run_bytes": 4096, "reads": 300, "mean_ns": small_ns, "how": "cgroup v1"},
@@ -372,14 +374,21 @@ def test_a_real_rows_model_gets_the_line_its_own_probes_measured(tmp_path):
     # before 100/400 us, after 200/500 us: the line through the means, 150 and 450 us
     (m / "device-probe.json").write_text(json.dumps({"before": reads(100e3, 400e3),
                                                       "after": reads(200e3, 500e3)}))
-    spec = specs.load(str(V._row_spec(m, {None: tmp_path / "real.yaml",
-                                          "probe": tmp_path / "real-probe.json"})),
-                      kind="storage")
+    spec = specs.load(str(V._row_spec(m, real)), kind="storage")
     bw = (131072 - 4096) / 300e-6
     assert spec["read_bandwidth_bytes_per_s"] == pytest.approx(bw, rel=1e-6)
     assert spec["read_latency_ns"] == pytest.approx(150e3 - 4096 / bw * 1e9, abs=1)  # whole ns
     # a longer run no slower: no line, the grid's spec
     (m / "device-probe.json").write_text(json.dumps({"before": reads(300e3, 200e3),
                                                       "after": reads(300e3, 200e3)}))
-    assert V._row_spec(m, {None: tmp_path / "real.yaml", "probe": tmp_path / "real-probe.json"}) \
+    assert V._row_spec(m, real) \
         == tmp_path / "real.yaml"
+
+
+def test_the_scratch_file_is_written_once_where_asked(tmp_path):
+    path = tmp_path / "devices" / "probe-scratch.bin"  # its folder need not exist yet
+    V._scratch_file(path, 2 << 20)
+    assert path.stat().st_size == 2 << 20 and not path.with_name(path.name + ".tmp").exists()
+    before = path.read_bytes()
+    V._scratch_file(path, 2 << 20)  # there already: kept as it is
+    assert path.read_bytes() == before
