@@ -100,9 +100,6 @@ static void tl_wake_all(tl_run *r) {
         pthread_cond_broadcast(&r->pc.loaded);
         pthread_mutex_unlock(&r->pc.mu);
     }
-    pthread_mutex_lock(&r->gate_mu); /* threads still at the start gate */
-    pthread_cond_broadcast(&r->gate_cv);
-    pthread_mutex_unlock(&r->gate_mu);
 }
 
 static void tl_fail(tl_shard *s, int rc, const char *what) {
@@ -114,18 +111,20 @@ static void tl_fail(tl_shard *s, int rc, const char *what) {
     tl_wake_all(s->run);
 }
 
-/* Wait at the start gate (tl_run's gate_mu); also returns on failure. */
+/* Wait at the start gate, running: spin, yielding the CPU to any other
+ * runnable thread (the opener may share it), so that leaving costs no
+ * wake-up. Also returns on failure. */
 static void tl_gate_wait(tl_run *r) {
-    pthread_mutex_lock(&r->gate_mu);
-    while (!r->gate_open && !tl_stopping(r)) pthread_cond_wait(&r->gate_cv, &r->gate_mu);
-    pthread_mutex_unlock(&r->gate_mu);
+    atomic_fetch_add(&r->gate_arrived, 1);
+    while (!atomic_load_explicit(&r->gate_open, memory_order_acquire) && !tl_stopping(r))
+        sched_yield();
 }
 
-static void tl_gate_open(tl_run *r) {
-    pthread_mutex_lock(&r->gate_mu);
-    r->gate_open = 1;
-    pthread_cond_broadcast(&r->gate_cv);
-    pthread_mutex_unlock(&r->gate_mu);
+/* Open the gate once `threads` threads wait at it (or on failure). */
+static void tl_gate_open(tl_run *r, uint32_t threads) {
+    while (atomic_load(&r->gate_arrived) < threads && !tl_stopping(r)) sched_yield();
+    r->t0 = tl_now_ns();
+    atomic_store_explicit(&r->gate_open, 1, memory_order_release);
 }
 
 /* ---- the workload ------------------------------------------------------------- */
@@ -1228,8 +1227,6 @@ static void tl_real_readahead(tl_run *r) {
 }
 
 static void tl_run_free(tl_run *r) {
-    pthread_mutex_destroy(&r->gate_mu);
-    pthread_cond_destroy(&r->gate_cv);
     for (uint32_t i = 0; r->sh && i < r->nshards; i++) tl_shard_close(&r->sh[i]);
     free(r->sh);
     if (r->pc_inited) tl_pcache_destroy(&r->pc);
@@ -1250,10 +1247,6 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
     if (rc) return rc;
     tl_run *r = calloc(1, sizeof *r);
     if (!r) return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
-    if (pthread_mutex_init(&r->gate_mu, NULL) || pthread_cond_init(&r->gate_cv, NULL)) {
-        free(r);
-        return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
-    }
     r->p = *params;
     snprintf(r->index_dir, sizeof r->index_dir, "%s", index_dir);
     snprintf(r->workload_path, sizeof r->workload_path, "%s", workload_path);
@@ -1304,8 +1297,10 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
                 break;
             }
         }
-        r->t0 = tl_now_ns();
-        tl_gate_open(r);
+        uint32_t threads = r->sampler_started;
+        for (uint32_t i = 0; i < r->nshards; i++)
+            threads += (uint32_t)r->sh[i].wk_started + (uint32_t)r->sh[i].qt_started;
+        tl_gate_open(r, threads);
         for (uint32_t i = 0; i < r->nshards; i++)
             if (r->sh[i].qt_started) pthread_join(r->sh[i].qt, NULL);
         r->t_end = tl_now_ns();

@@ -98,12 +98,15 @@ typedef struct tl_run {
     _Atomic int failed;        /* a thread failed: stop everything */
     _Atomic int sampler_quit;
     uint64_t t0, t_end;
-    /* start gate: every thread is created first, then all leave it at t0, so
-     * no thread starts ahead of another by its creation time (a worker that
-     * starts ~1 ms before its query thread runs ahead and stays there) */
-    pthread_mutex_t gate_mu;
-    pthread_cond_t gate_cv;
-    int gate_open;
+    /* start gate: every thread is created first and waits at the gate
+     * running (spinning, yielding), then all leave it at t0, so no thread
+     * starts ahead of another by its creation time or by a wake-up (a
+     * worker that starts ~1 ms before its query thread runs ahead and stays
+     * there; threads blocked on a condition variable left it 0.01-3 ms
+     * after t0 on a 2-vCPU VM, the query thread 2.1 ms late in a run that
+     * then thrashed) */
+    _Atomic uint32_t gate_arrived; /* threads at the gate */
+    _Atomic int gate_open;
     uint64_t slow_static; /* tl_slow_static_bytes, computed before t0 */
     tierlab_progress_fn progress;
     void *progress_ctx;
