@@ -76,6 +76,13 @@ class Signal:
         return False
 
 
+def _worker_waits(sh) -> None:
+    """The prefetching worker waits (or is done): with a head start
+    (Params.head_start) the query thread starts now."""
+    if sh.head_start is not None and not sh.head_start.triggered:
+        sh.head_start.succeed()
+
+
 def _resume(env, sim, sh, since, spins: bool = False):
     """Process step: a thread woken from a wait that began at `since` runs
     again a wake-up after the signal if it had blocked (the runtime's futex
@@ -98,6 +105,8 @@ def query_thread(env, sim, sh):
     log = sim.log
     fslow = sim.tier_factor - 1.0
     page_hit_ns = sim.params.page_hit_ns
+    if sh.head_start is not None:
+        yield sh.head_start
     for q in range(tr.queries):
         t0 = env.now
         sh.taken = q + 1
@@ -189,6 +198,7 @@ def _lookahead_wait(env, sim, sh, q, acct):
     """Fixed lookahead: wait until query q is at most LA queries ahead."""
     if sh.fixed_la is None or q < sh.taken + sh.fixed_la:
         return
+    _worker_waits(sh)
     t = env.now
     while q >= sh.taken + sh.fixed_la and not sh.qt_finished:
         yield sh.signal.wait(t, spins=True)
@@ -220,6 +230,7 @@ def base_prefetch_worker(env, sim, sh):
             yield from sim.pc.read_term(sh.core, int(term[j]), acct, "worker")
         sh.w_q = q + 1
         yield from _publish(env, sim, sh)
+    _worker_waits(sh)
 
 
 def _make_room(env, sim, sh, nseg, q, acct, rule):
@@ -236,6 +247,7 @@ def _make_room(env, sim, sh, nseg, q, acct, rule):
             continue
         if sh.qt_waiting == q + 1:
             return False
+        _worker_waits(sh)
         if log is not None:
             log.append((env.now, sh.core, "worker", "wait", victim,
                         {"segments": vsize, "rolling_sum": la.rolling_sum if la else None,
@@ -303,6 +315,7 @@ def prefetch_worker(env, sim, sh):
             sh.w_occ = j + 1
             yield from _publish(env, sim, sh)
         sh.w_q = q + 1
+    _worker_waits(sh)
 
 
 def copy_worker(env, sim, sh):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import json
+import math
 import os
 import time
 import uuid
@@ -51,6 +52,7 @@ DEFAULTS = {
     "wake_ups": "median",
     "handoff_spin_ns": "runtime",
     "page_hit_ns": 0,
+    "check_bistable": False,
     "out": "model-out",
     "name": "",
 }
@@ -60,6 +62,13 @@ WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", 
 # latency `tierlab query run` measured for each query (an all-DRAM run)
 CPU_SOURCES = ("table", "measured")
 COST_KEYS = ("query_ns", "block_ns", "posting_ns")
+# check_bistable: a prefetch configuration is run a second time with the query
+# thread starting once its worker is as far ahead as it may go (Params.head_start);
+# QPS apart by more than this share means the configuration has two steady states
+# here (a small page cache under a fixed lookahead: the worker's reads evict pages
+# the query thread has not used yet, it rereads them and falls further behind),
+# and which one a real run settles in depends on its first milliseconds
+BISTABLE_QPS_CHANGE = 0.10
 # a thread's wake-up after its signal: the cost table's median, or each drawn
 # from its measured wake-ups (seeded by `seed`)
 WAKE_UPS = ("median", "drawn")
@@ -185,6 +194,8 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
                            f"blocks at once), not {v['handoff_spin_ns']!r}")
     if v["page_hit_ns"] != "table":
         v["page_hit_ns"] = _num("page_hit_ns", v["page_hit_ns"], 0.0)
+    if not isinstance(v["check_bistable"], bool):
+        raise TierlabError(f"check_bistable: true or false, not {v['check_bistable']!r}")
     if v["tier_factor"] is not None:
         v["tier_factor"] = _num("tier_factor", v["tier_factor"], 0.0, open_lo=True)
     la = v["lookahead"]
@@ -425,6 +436,13 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
                        seed=v["seed"], drawn_wake_ups=v["wake_ups"] == "drawn").run()
     m = s.metrics()
+    bistable = {}
+    if v["check_bistable"] and p.config in ("base-prefetch", "hybrid-prefetch"):
+        ahead = sim.Simulation(meta, tr, dataclasses.replace(p, head_start=True), costs, dev,
+                               tier if p.hybrid else None, seed=v["seed"],
+                               drawn_wake_ups=v["wake_ups"] == "drawn").run()
+        bistable = head_start_check(m, s.tail_qps(), ahead.metrics(), ahead.tail_qps(),
+                                    ahead.elapsed_ns)
     wall = time.perf_counter() - t0
     la = p.lookahead_value()
     params = {
@@ -445,7 +463,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
                   "unknown_terms": tr.unknown_terms, **tr.info},
         "working_set_bytes": int(meta.term_bytes[s.ref].sum()) if len(s.ref) else 0,
         "cache_fraction": v["cache_fraction"], "model_wall_s": round(wall, 3),
-        **s.extra(),
+        **s.extra(), **bistable,
     }
     run_row = {
         "run_id": uuid.uuid4().hex, "source": "model", "started_at": started,
@@ -462,6 +480,26 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "machine": json.dumps(machine(), sort_keys=True),
     }
     return Result(run_row, s.query_rows(), s.timeline_rows(), s)
+
+
+HEAD_START_COLUMNS = ("qps", "latency_p99_ns", "page_cache_miss_rate", "segment_cache_miss_rate",
+                      "storage_bytes_read", "lookahead_mean")
+
+
+def head_start_check(m: dict, tail: float, m_ahead: dict, tail_ahead: float,
+                     elapsed_ahead: int) -> dict:
+    """params of a run checked for a second steady state (check_bistable):
+    `head_start`, the metrics of the run whose query thread started once its
+    worker was as far ahead as it may go (its QPS over the whole simulated
+    time, the worker's head start included, as the runtime's clock starts
+    with both threads), and `bistable`: the two runs' QPS over their second
+    halves (Simulation.tail_qps: the head start's transient gone) apart by
+    more than BISTABLE_QPS_CHANGE."""
+    ahead = {k: m_ahead[k] for k in HEAD_START_COLUMNS}
+    ahead["qps"] = m_ahead["queries"] / (elapsed_ahead / 1e9) if elapsed_ahead else math.nan
+    ahead["tail_qps"], change = tail_ahead, (tail_ahead / tail - 1.0 if tail else 0.0)
+    return {"head_start": ahead, "tail_qps": tail,
+            "bistable": bool(abs(change) > BISTABLE_QPS_CHANGE)}
 
 
 def _jsonable(x):

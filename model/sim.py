@@ -67,6 +67,8 @@ class Params:
     k: int = DEFAULT_K                # hits kept per query (the runtime's --k)
     handoff_spin_ns: int = 0          # a waiting thread spins this long before it blocks
     page_hit_ns: float = 0.0          # CPU per block access through the emulated page cache
+    head_start: bool = False          # the query thread starts once its prefetching worker
+    #                                   first waits (is as far ahead as it may be) or is done
 
     @property
     def hybrid(self) -> bool:
@@ -110,6 +112,9 @@ class Shard:
         self.taken = self.q_done = self.occ_done = self.w_q = self.w_occ = 0
         self.qt_waiting = 0
         self.qt_finished = False
+        # head start: fires when the prefetching worker first waits or is done
+        self.head_start = (env.event() if sim.params.head_start and sim.cfg in
+                           (actors.BASE_PREFETCH, actors.HYBRID_PREFETCH) else None)
         nq, nocc = sim.trace.queries, sim.trace.occurrences
         self.missed = np.zeros(nocc, np.uint8)
         self.bypass = np.zeros(nocc, np.uint8)
@@ -388,6 +393,17 @@ class Simulation:
             "device_utilisation": c.busy_ns / (self.device.slots.capacity * wall) if wall else 0.0,
         }
         return out
+
+    def tail_qps(self) -> float:
+        """QPS over the second half of the reported pass's queries (all
+        cores): the steady state, without the start's transient."""
+        rows = self.query_rows()
+        tail = rows["query_id"] >= self.nq_pass // 2
+        if not tail.any():
+            return math.nan
+        start = rows["start_ns"][tail].min()
+        end = (rows["start_ns"][tail] + rows["latency_ns"][tail]).max()
+        return int(tail.sum()) / ((end - start) / 1e9) if end > start else math.nan
 
     def extra(self) -> dict:
         """Counters outside the schema's columns (go to params JSON)."""

@@ -135,3 +135,16 @@ def test_page_hit_cost_comes_from_the_table_or_the_config():
     assert json.loads(res.run["params"])["page_hit_ns"] == 0.0  # this test table has none
     with pytest.raises(TierlabError, match="page_hit_ns"):
         C.validate(base(page_hit_ns=-5))
+
+
+def test_check_bistable_runs_prefetch_configurations_twice():
+    params = {c: json.loads(C.run(C.validate(base(config=c, check_bistable=True))).run["params"])
+              for c in ("base", "base-prefetch")}
+    assert "bistable" not in params["base"]  # nothing prefetches: nothing to check
+    p = params["base-prefetch"]
+    assert isinstance(p["bistable"], bool) and p["tail_qps"] > 0
+    assert set(p["head_start"]) >= {"qps", "tail_qps", "page_cache_miss_rate"}
+    assert "bistable" not in json.loads(C.run(C.validate(base(config="base-prefetch")))
+                                        .run["params"])  # off by default
+    with pytest.raises(TierlabError, match="check_bistable"):
+        C.validate(base(check_bistable="yes"))

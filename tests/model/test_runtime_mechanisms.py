@@ -4,6 +4,7 @@ the readahead cap of a small page cache."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from model_helpers import Costs, fast_device, index_of, trace_of
 
 from tierlab import costs as costs_mod
@@ -328,3 +329,55 @@ def test_each_block_from_the_page_cache_costs_two_page_hits():
     assert cached_latency("base", 50.0) == [1300, 1300]  # 3 blocks x (DID + freq) x 50 ns
     # hybrid: the segment cache serves the term after its first use, not the page cache
     assert cached_latency("hybrid", 50.0)[-1] == cached_latency("hybrid", 0.0)[-1]
+
+
+# --- a second steady state (Params.head_start, check_bistable) ------------------------
+
+def thrash_case(head_start: bool):
+    """base-prefetch, LA 4, a 6-page page cache, queries of one 2-page term
+    each (no readahead beyond it: a quarter of the cache is one page), 30 us
+    of CPU against two 50 us reads on a device serving one at a time: the
+    worker is the slower thread, so it stays about one query ahead and every
+    prefetched page is used (3 queries fit). Started four queries ahead, its
+    reads evict the query thread's pages before their use; the query thread
+    rereads them, which keeps it behind: the same run has a second, slower
+    steady state."""
+    ix = index_of([2 * PAGE] * 60)
+    tr = trace_of([[i] for i in range(60)])
+    p = Params(config="base-prefetch", cache_bytes=6 * PAGE, passes=1, lookahead=4,
+               head_start=head_start)
+    return Simulation(ix, tr, p, Costs(query_ns=30_000),
+                      fast_device(read_latency_ns=50_000.0), None).run()
+
+
+def test_a_head_start_puts_the_worker_as_far_ahead_as_its_lookahead():
+    sim = thrash_case(head_start=True)
+    assert sim.shards[0].rec_lookahead[0] == 4  # the query thread began with 4 prefetched
+    normal = thrash_case(head_start=False)
+    assert normal.shards[0].rec_lookahead[0] == 0
+
+
+def test_a_fixed_lookahead_on_a_small_cache_has_two_steady_states():
+    from tierlab.model.config import head_start_check
+
+    usual, ahead = thrash_case(False), thrash_case(True)
+    mu, ma = usual.metrics(), ahead.metrics()
+    assert mu["page_cache_miss_rate"] == 0.5  # each page read once (a miss, then a hit)
+    assert ma["page_cache_miss_rate"] > 0.9   # read twice: the query thread's touch misses
+    assert ahead.tail_qps() < 0.8 * usual.tail_qps()  # and it stays so to the end
+    check = head_start_check(mu, usual.tail_qps(), ma, ahead.tail_qps(), ahead.elapsed_ns)
+    assert check["bistable"]
+    # the other state's QPS counts the worker's head start (the runtime's clock would)
+    assert check["head_start"]["qps"] == pytest.approx(60 / (ahead.elapsed_ns / 1e9))
+    # second halves within 10 % of each other: one steady state, whatever the start did
+    assert not head_start_check(mu, 100.0, ma, 95.0, ahead.elapsed_ns)["bistable"]
+
+
+def test_a_head_start_that_only_shifts_the_start_is_not_a_second_state():
+    # a cache holding every query's pages: started ahead, the run converges to the same rate
+    ix = index_of([2 * PAGE] * 60)
+    tr = trace_of([[i] for i in range(60)])
+    runs = [Simulation(ix, tr, Params(config="base-prefetch", cache_bytes=256 * PAGE, passes=1,
+                                      lookahead=4, head_start=h), Costs(query_ns=30_000),
+                       fast_device(read_latency_ns=50_000.0), None).run() for h in (False, True)]
+    assert runs[1].tail_qps() == pytest.approx(runs[0].tail_qps(), rel=0.02)
