@@ -25,6 +25,11 @@ PARAM_KEYS = ["config", "policy", "device", "query_type", "query_class", "rp", "
 CELL_KEYS = [k for k in PARAM_KEYS if k != "config"]
 METRICS = ["qps", "latency_p99_ns", "page_cache_miss_rate", "segment_cache_miss_rate",
            "storage_bytes_read", "worker_stall_ns", "query_wait_ns", "latency_mean_ns"]
+# A model run checked for a second steady state (model key check_bistable) adds
+# `bistable` and the other state's metrics as `<metric>_head_start` (the run
+# whose query thread started once its worker was as far ahead as it may go);
+# pair() carries them when the model table has them.
+HEAD_START = ["qps", "latency_p99_ns", "page_cache_miss_rate", "segment_cache_miss_rate"]
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,9 @@ def pair(measured: pd.DataFrame, model: pd.DataFrame, keys=None) -> pd.DataFrame
         if dup.any():
             raise TierlabError(f"the {name} table has {int(dup.sum())} repeated parameter rows; "
                                "give one row per grid cell and configuration")
-    j = m[keys + METRICS].merge(p[keys + METRICS], on=keys, suffixes=("_measured", "_model"))
+    extra = [c for c in ["bistable"] + [f"{k}_head_start" for k in HEAD_START] if c in p.columns]
+    j = m[keys + METRICS].merge(p[keys + METRICS + extra], on=keys,
+                                suffixes=("_measured", "_model"))
     if j.empty:
         raise TierlabError("the measured and model tables share no parameter combination")
     for k in ("qps", "latency_p99_ns", "latency_mean_ns", "storage_bytes_read"):
@@ -108,6 +115,34 @@ def pair(measured: pd.DataFrame, model: pd.DataFrame, keys=None) -> pd.DataFrame
     for k in ("page_cache_miss_rate", "segment_cache_miss_rate"):
         j[f"{k}_pp"] = 100.0 * (j[f"{k}_model"] - j[f"{k}_measured"])
     j["diagnosis"] = [diagnose(r) for r in j.to_dict("records")]
+    return j
+
+
+def other_state(r: dict) -> bool:
+    """Whether a paired row's model run is bistable and the runtime's QPS is
+    nearer its other steady state (`<metric>_head_start`) than the one
+    predicted."""
+    if not r.get("bistable"):
+        return False
+    a, b, c = r["qps_measured"], r["qps_model"], r.get("qps_head_start")
+    return c is not None and not math.isnan(c) and abs(c - a) < abs(b - a)
+
+
+def in_settled_state(paired: pd.DataFrame) -> pd.DataFrame:
+    """The paired table with each bistable row's prediction taken from the
+    steady state the runtime settled in (other_state), errors recomputed.
+    Not a prediction: the model cannot know which state a run settles in;
+    it shows how far the model is off once the state is known."""
+    j = paired.copy()
+    if "bistable" not in j:
+        return j
+    swap = np.array([other_state(r) for r in j.to_dict("records")], bool)
+    for k in HEAD_START:
+        j.loc[swap, f"{k}_model"] = j.loc[swap, f"{k}_head_start"]
+    for k in ("qps", "latency_p99_ns"):
+        j[f"{k}_rel_error"] = (j[f"{k}_model"] - j[f"{k}_measured"]) / j[f"{k}_measured"]
+    for k in ("page_cache_miss_rate", "segment_cache_miss_rate"):
+        j[f"{k}_pp"] = 100.0 * (j[f"{k}_model"] - j[f"{k}_measured"])
     return j
 
 
@@ -123,6 +158,9 @@ def diagnose(r: dict, tol: float = 0.15) -> str:
 
     if abs(r.get("qps_rel_error", 0.0)) <= 0.05 and abs(r.get("latency_p99_ns_rel_error", 0.0)) <= 0.15:
         return "ok"
+    if other_state(r):
+        return ("bistable: the runtime settled in the model's other steady state (its worker as "
+                "far ahead as it may go)")
     for k, what in (("segment_cache_miss_rate", "segment-cache contents (eviction/admission)"),
                     ("page_cache_miss_rate", "page cache (capacity, readahead, LRU)"),
                     ("storage_bytes_read", "bytes read (readahead window, reread after eviction)"),
@@ -219,7 +257,23 @@ def format_summary(s: Summary, paired: pd.DataFrame) -> str:
         lines.append("where the model misses (rows, by mechanism):")
         for what, n in bad["diagnosis"].value_counts().items():
             lines.append(f"  {n:4d}  {what}")
+    if "bistable" in paired and paired["bistable"].fillna(False).astype(bool).any():
+        bi = paired[paired["bistable"].fillna(False).astype(bool)]
+        other = [other_state(r) for r in bi.to_dict("records")]
+        lines.append(f"bistable in the model: {len(bi)} row(s) have a second steady state "
+                     f"(QPS apart > 10 % when the worker starts as far ahead as it may go); "
+                     f"the runtime settled in that other state in {sum(other)}")
+        if any(other):
+            t, _ = summarise(in_settled_state(paired), cell_keys=_cell_keys(paired))
+            lines.append(f"  with the state the runtime settled in (known only afterwards, not the "
+                         f"targets): QPS median {t.qps_median:.3f}, p90 {t.qps_p90:.3f}, p99 "
+                         f"median {t.p99_median:.3f}, miss max {t.miss_rate_max_pp:.1f} pp, tau "
+                         f"{t.kendall_tau_mean:.3f}")
     return "\n".join(lines)
+
+
+def _cell_keys(paired: pd.DataFrame) -> list:
+    return ["cell"] if "cell" in paired else CELL_KEYS
 
 
 def by_group(paired: pd.DataFrame, key: str) -> dict:

@@ -873,6 +873,8 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
         doc["handoff_spin_ns"] = int(spin_ns)
     if not is_real:  # the runtime's emulated page cache: each block access costs a hit
         doc["page_hit_ns"] = "table"
+    if v["config"].endswith("prefetch"):  # which steady state a run settles in is chance
+        doc["check_bistable"] = True
     if v["lookahead"] is not None:
         doc["lookahead"] = v["lookahead"]
     return doc
@@ -1051,6 +1053,11 @@ def collect(grid: Grid) -> tuple:
             df["device_label"] = r.values["device"]
             for k in ("type", "class", "rp"):
                 df[f"workload_{k}"] = r.workload[k]
+            if side == "model":  # its second steady state, when it was checked for one
+                pj = json.loads(df["params"].iloc[0])
+                df["bistable"] = bool(pj.get("bistable", False))
+                for k, x in (pj.get("head_start") or {}).items():
+                    df[f"{k}_head_start"] = x
             acc.append(df)
     if not meas:
         return None, None

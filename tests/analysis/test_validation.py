@@ -105,3 +105,52 @@ def test_discordant_pairs_name_the_near_ties():
     assert d["measured_gap"].round(3).tolist() == [0.005, 0.2]
     assert (d["measured_gap"] < v.NEAR_TIE).tolist() == [True, False]
     assert v.discordant_pairs(p[p["cell"] == "b"]).empty
+
+
+def _bistable_model(measured_qps_drop):
+    """The measured runs, and a model whose base-prefetch rows of the first
+    two cells are bistable: its usual state as measured but for QPS, its
+    other state (head start) at 60 % of that QPS and twice the miss rate."""
+    meas, mod = _runs("measured"), _runs("model")
+    mod["bistable"] = False
+    for k in v.HEAD_START:
+        mod[f"{k}_head_start"] = math.nan
+    hit = (mod["config"] == "base-prefetch") & mod["cache_bytes"].eq(1 << 20)
+    mod.loc[hit, "bistable"] = True
+    mod.loc[hit, "qps_head_start"] = 0.6 * mod.loc[hit, "qps"]
+    mod.loc[hit, "page_cache_miss_rate_head_start"] = 0.6
+    mod.loc[hit, "latency_p99_ns_head_start"] = mod.loc[hit, "latency_p99_ns"]
+    mod.loc[hit, "segment_cache_miss_rate_head_start"] = mod.loc[hit, "segment_cache_miss_rate"]
+    m = meas["config"].eq("base-prefetch") & meas["cache_bytes"].eq(1 << 20) & \
+        meas["device"].eq("hdd-7200")  # the runtime thrashed in one of the two
+    meas.loc[m, "qps"] *= measured_qps_drop
+    meas.loc[m, "page_cache_miss_rate"] = 0.6
+    return meas, mod
+
+
+def test_a_run_in_the_models_other_steady_state_is_named_and_shown_apart():
+    meas, mod = _bistable_model(0.62)
+    p = v.pair(meas, mod)
+    other = p[[v.other_state(r) for r in p.to_dict("records")]]
+    assert len(other) == 1 and other["device"].iloc[0] == "hdd-7200"
+    assert other["diagnosis"].iloc[0].startswith("bistable")
+    # the targets keep the prediction made; the settled-state table swaps in the other state
+    assert p["page_cache_miss_rate_pp"].abs().max() == pytest.approx(30.0)
+    settled = v.in_settled_state(p)
+    assert settled["page_cache_miss_rate_pp"].abs().max() == pytest.approx(0.0)
+    assert settled["qps_rel_error"].abs().max() < 0.04
+    s, _ = v.summarise(p)
+    text = v.format_summary(s, p)
+    assert "bistable in the model: 2 row(s)" in text and "other state in 1" in text
+    assert "with the state the runtime settled in" in text
+
+
+def test_a_bistable_row_measured_in_the_predicted_state_is_not_swapped():
+    meas, mod = _bistable_model(0.97)  # nearer the usual state: the prediction stands
+    p = v.pair(meas, mod)
+    assert not any(v.other_state(r) for r in p.to_dict("records"))
+    assert v.in_settled_state(p)["qps_rel_error"].equals(p["qps_rel_error"])
+    text = v.format_summary(v.summarise(p)[0], p)
+    assert "other state in 0" in text and "settled in (known" not in text
+    # a model table without the check pairs as before
+    assert "bistable" not in v.pair(_runs("measured"), _runs("model")).columns
