@@ -257,19 +257,35 @@ def format_summary(s: Summary, paired: pd.DataFrame) -> str:
         lines.append("where the model misses (rows, by mechanism):")
         for what, n in bad["diagnosis"].value_counts().items():
             lines.append(f"  {n:4d}  {what}")
-    if "bistable" in paired and paired["bistable"].fillna(False).astype(bool).any():
-        bi = paired[paired["bistable"].fillna(False).astype(bool)]
-        other = [other_state(r) for r in bi.to_dict("records")]
-        lines.append(f"bistable in the model: {len(bi)} row(s) have a second steady state "
+    b = bistable_summary(paired)
+    if b:
+        lines.append(f"bistable in the model: {b['rows']} row(s) have a second steady state "
                      f"(QPS apart > 10 % when the worker starts as far ahead as it may go); "
-                     f"the runtime settled in that other state in {sum(other)}")
-        if any(other):
-            t, _ = summarise(in_settled_state(paired), cell_keys=_cell_keys(paired))
+                     f"the runtime settled in that other state in {b['other_state']}")
+        t = b["settled_state"]
+        if t:
             lines.append(f"  with the state the runtime settled in (known only afterwards, not the "
-                         f"targets): QPS median {t.qps_median:.3f}, p90 {t.qps_p90:.3f}, p99 "
-                         f"median {t.p99_median:.3f}, miss max {t.miss_rate_max_pp:.1f} pp, tau "
-                         f"{t.kendall_tau_mean:.3f}")
+                         f"targets): QPS median {t['qps_median']:.3f}, p90 {t['qps_p90']:.3f}, "
+                         f"p99 median {t['p99_median']:.3f}, miss max "
+                         f"{t['miss_rate_max_pp']:.1f} pp, tau {t['kendall_tau_mean']:.3f}")
     return "\n".join(lines)
+
+
+def bistable_summary(paired: pd.DataFrame) -> dict | None:
+    """The rows whose model run has a second steady state, how many of them
+    the runtime settled in, and the summary numbers with that state's
+    prediction (in_settled_state; None when no row settled there). None
+    when no row is bistable."""
+    if "bistable" not in paired or not paired["bistable"].fillna(False).astype(bool).any():
+        return None
+    bi = paired[paired["bistable"].fillna(False).astype(bool)]
+    other = sum(other_state(r) for r in bi.to_dict("records"))
+    settled = None
+    if other:
+        t, _ = summarise(in_settled_state(paired), cell_keys=_cell_keys(paired))
+        settled = {"qps_median": t.qps_median, "qps_p90": t.qps_p90, "p99_median": t.p99_median,
+                   "miss_rate_max_pp": t.miss_rate_max_pp, "kendall_tau_mean": t.kendall_tau_mean}
+    return {"rows": int(len(bi)), "other_state": int(other), "settled_state": settled}
 
 
 def _cell_keys(paired: pd.DataFrame) -> list:

@@ -1130,6 +1130,7 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
            "diagnosis": {str(k): int(n) for k, n in
                          paired.loc[paired["diagnosis"] != "ok", "diagnosis"].value_counts()
                          .items()},
+           "bistable": val.bistable_summary(paired),
            "by_device": val.by_group(paired, "device"),
            "by_config": val.by_group(paired, "config"),
            "targets_emulated_devices_only": None if emulated is None else {
