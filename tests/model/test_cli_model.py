@@ -28,6 +28,11 @@ def test_model_run(tmp_path, capsys):
     assert "qps" in out and "wrote" in out
     _, run = read_table(tmp_path / "o" / "cache_run.parquet")
     assert run["lookahead"].iloc[0] == "4" and run["query_type"].iloc[0] == "and"
+    assert "bistable" not in out  # not checked unless asked
+    assert main(["model", "run", str(p), "--out", str(tmp_path / "o2"), "--set",
+                 "check_bistable=true"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("bistable")]
+    assert len(line) == 1 and "as far ahead as it may go" in line[0]
 
 
 def test_model_run_errors_are_one_line(tmp_path, capsys):

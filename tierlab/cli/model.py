@@ -131,6 +131,13 @@ def run_cmd(args) -> int:
     else:
         for k in SUMMARY:
             print(f"{k:<26}{_fmt(res.run[k])}")
+        prm = json.loads(res.run["params"])
+        if "bistable" in prm:  # check_bistable: the run with the worker started far ahead
+            ahead = prm["head_start"]
+            print(f"{'bistable':<26}{'yes' if prm['bistable'] else 'no'}: started with its "
+                  f"worker as far ahead as it may go, QPS {_fmt(ahead['qps'])} (second half "
+                  f"{_fmt(ahead['tail_qps'])} against {_fmt(prm['tail_qps'])}), page-cache miss "
+                  f"rate {_fmt(ahead['page_cache_miss_rate'])}")
         print(f"wrote {Path(cfg['out']) / 'cache_run.parquet'} (+ cache_query, cache_timeline)")
     return 0
 
