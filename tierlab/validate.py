@@ -59,6 +59,11 @@ results. The model resumes a woken thread after the cost table's median
 wake-up: drawn wake-ups (model key wake_ups: drawn) reproduce the runtime's
 occasional tipping into thrashing on a 10 % cache, but how often the long
 wake-ups come was not stable enough on this VM to predict a given run.
+Instead the model of each prefetch row is checked for a second steady state
+(model key check_bistable: a second run with the worker started as far
+ahead as it may go); the summary counts the bistable rows, names those whose
+runtime settled in the other state, and shows the errors with that state's
+prediction apart from the targets (which keep the prediction made).
 
 Layout of OUT: index/ (a generated index, with corpus/), workloads/,
 costs.json, devices/real.yaml and real-capN.yaml (and probe-scratch.bin while it runs),
