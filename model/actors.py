@@ -222,12 +222,17 @@ def _publish(env, sim, sh):
 
 def base_prefetch_worker(env, sim, sh):
     qfirst, term = sim.qfirst, sim.term
+    touch_ns = sim.params.page_touch_ns
+    npages = sim.pagemap.npages
     for q in range(sim.trace.queries):
         acct = sim.acct[q // sim.nq_pass]
         yield from _lookahead_wait(env, sim, sh, q, acct)
         for j in range(int(qfirst[q]), int(qfirst[q + 1])):
-            acct.block_requests += sim.term_blocks[int(term[j])]
-            yield from sim.pc.read_term(sh.core, int(term[j]), acct, "worker")
+            t = int(term[j])
+            acct.block_requests += sim.term_blocks[t]
+            yield from sim.pc.read_term(sh.core, t, acct, "worker")
+            if touch_ns:  # it reads every page into its 4096-byte buffer (CPU)
+                yield env.timeout(int(touch_ns * (npages[0][t] + npages[1][t]) + 0.5))
         sh.w_q = q + 1
         yield from _publish(env, sim, sh)
     _worker_waits(sh)

@@ -52,6 +52,7 @@ DEFAULTS = {
     "wake_ups": "median",
     "handoff_spin_ns": "runtime",
     "page_hit_ns": 0,
+    "page_touch_ns": 0,
     "check_bistable": False,
     "out": "model-out",
     "name": "",
@@ -192,8 +193,9 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
             or v["handoff_spin_ns"] < 0:
         raise TierlabError(f"handoff_spin_ns: 'runtime' or whole ns >= 0 (0: a waiting thread "
                            f"blocks at once), not {v['handoff_spin_ns']!r}")
-    if v["page_hit_ns"] != "table":
-        v["page_hit_ns"] = _num("page_hit_ns", v["page_hit_ns"], 0.0)
+    for key in ("page_hit_ns", "page_touch_ns"):  # a number, or "table": the cost table's
+        if v[key] != "table":
+            v[key] = _num(key, v[key], 0.0)
     if not isinstance(v["check_bistable"], bool):
         raise TierlabError(f"check_bistable: true or false, not {v['check_bistable']!r}")
     if v["tier_factor"] is not None:
@@ -428,9 +430,10 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tr = build_trace(meta, v["workload"], v["seed"])
     p = cfg.params(meta.index_bytes)
     costs = costs if costs is not None else load_costs(v["costs"])
-    if v["page_hit_ns"] == "table":  # the runtime's emulated page cache, as measured
-        p = dataclasses.replace(p, page_hit_ns=costs.page_hit_ns()
-                                if hasattr(costs, "page_hit_ns") else 0.0)
+    for key in ("page_hit_ns", "page_touch_ns"):  # the runtime's emulated page cache, measured
+        if v[key] == "table":
+            p = dataclasses.replace(p, **{key: getattr(costs, key)()
+                                          if hasattr(costs, key) else 0.0})
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
     s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
@@ -450,7 +453,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
         "wake_ups": v["wake_ups"], "handoff_spin_ns": p.handoff_spin_ns,
-        "page_hit_ns": p.page_hit_ns,
+        "page_hit_ns": p.page_hit_ns, "page_touch_ns": p.page_touch_ns,
         "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,

@@ -67,6 +67,7 @@ class Params:
     k: int = DEFAULT_K                # hits kept per query (the runtime's --k)
     handoff_spin_ns: int = 0          # a waiting thread spins this long before it blocks
     page_hit_ns: float = 0.0          # CPU per block access through the emulated page cache
+    page_touch_ns: float = 0.0        # a base-prefetch worker's CPU per page it reads
     head_start: bool = False          # the query thread starts once its prefetching worker
     #                                   first waits (is as far ahead as it may be) or is done
 

@@ -268,11 +268,20 @@ class Costs:
         """ns per block read through the runtime's emulated page cache (the
         table's threads.page_hit_ns, tierlab_apcache_page_hit_ns); 0 for a
         table without it."""
-        v = (self.extra.get("threads") or {}).get("page_hit_ns")
+        return self._thread_ns("page_hit_ns")
+
+    def page_touch_ns(self) -> float:
+        """ns per 4 KiB page a base-prefetch worker reads through the
+        runtime's emulated page cache into its 4096-byte buffer (the table's
+        threads.page_touch_ns); 0 for a table without it."""
+        return self._thread_ns("page_touch_ns")
+
+    def _thread_ns(self, key: str) -> float:
+        v = (self.extra.get("threads") or {}).get(key)
         if v is None:
             return 0.0
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-            raise TierlabError(f"threads: page_hit_ns must be a number >= 0, not {v!r}")
+            raise TierlabError(f"threads: {key} must be a number >= 0, not {v!r}")
         return float(v)
 
     def extra_cpu_ns(self, qtype, results, candidates):
@@ -297,8 +306,10 @@ class Costs:
     def missing(self) -> str | None:
         """What a cached table of an older tierlab lacks that `measure` now
         writes (None: nothing); the per-machine caches measure again then."""
-        gone = [k for k in ("threads", "cores") if k not in self.extra]
-        return f"no {' or '.join(repr(k) for k in gone)} section (older tierlab)" if gone else None
+        gone = [f"{k!r} section" for k in ("threads", "cores") if k not in self.extra]
+        if "threads" in self.extra and "page_touch_ns" not in (self.extra["threads"] or {}):
+            gone.append("threads.page_touch_ns")
+        return f"no {' or '.join(gone)} (older tierlab)" if gone else None
 
     def to_dict(self) -> dict:
         d = {"format": FORMAT, "version": VERSION, "index": self.index, "codec": self.codec,
@@ -630,17 +641,20 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     rc = lib.tierlab_apcache_copy_rate(COPY_PROBE_BYTES, COPY_PROBE_REPS, rate)
     if rc != 0:
         raise TierlabError(f"timing the segment-cache copy failed (error {rc})")
-    hit = ffi.new("double *")
+    hit, touch = ffi.new("double *"), ffi.new("double *")
     rc = lib.tierlab_apcache_page_hit_ns(PAGE_HIT_PROBE_BYTES, COPY_PROBE_REPS, hit)
+    if rc == 0:  # a whole page at a time: a base-prefetch worker's read into its buffer
+        rc = lib.tierlab_apcache_page_hit_ns(4096, COPY_PROBE_REPS, touch)
     if rc != 0:
         raise TierlabError(f"timing a page-cache hit failed (error {rc})")
     return {"wake_ns": float(wake[rounds // 2]), "signal_ns": float(sig[rounds // 2]),
             "rounds": rounds, "wake_ns_samples": wakes,
             "copy_bytes_per_s": float(rate[0]),
-            "page_hit_ns": float(hit[0]),
-            "page_hit_how": f"tierlab_apcache_page_hit_ns: {PAGE_HIT_PROBE_BYTES}-byte blocks read "
-                            f"one after another through the runtime's emulated page cache, 16 MiB "
-                            f"resident, median of {COPY_PROBE_REPS} passes",
+            "page_hit_ns": float(hit[0]), "page_touch_ns": float(touch[0]),
+            "page_hit_how": f"tierlab_apcache_page_hit_ns: {PAGE_HIT_PROBE_BYTES}-byte blocks "
+                            f"(page_touch_ns: 4096-byte pages) read one after another through the "
+                            f"runtime's emulated page cache, 16 MiB resident, median of "
+                            f"{COPY_PROBE_REPS} passes",
             "copy_how": f"tierlab_apcache_copy_rate: {COPY_PROBE_BYTES >> 20} MiB copied page by "
                         f"page (lock, LRU touch, chain write) into cold 32 KiB segments, median "
                         f"of {COPY_PROBE_REPS}",

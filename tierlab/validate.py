@@ -481,7 +481,11 @@ def prepare_costs(grid: Grid, index: Path, log=print):
         return costs_mod.Costs.load(grid.costs), Path(grid.costs)
     path = grid.out / "costs.json"
     if path.exists():
-        return costs_mod.Costs.load(path), path
+        table = costs_mod.Costs.load(path)
+        if table.missing():  # kept: the rows finished with it were calibrated by it
+            log(f"note: {path}: {table.missing()}; the model charges nothing for what it lacks "
+                f"(delete it to measure the table again)")
+        return table, path
     log("calibrating: tierlab query costs on the index (CPU cost per query, block, posting) ...")
     table = costs_mod.measure(index)
     table.save(path)
@@ -881,8 +885,9 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
         doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
     if spin_ns is not None:
         doc["handoff_spin_ns"] = int(spin_ns)
-    if not is_real:  # the runtime's emulated page cache: each block access costs a hit
-        doc["page_hit_ns"] = "table"
+    if not is_real:  # the runtime's emulated page cache: each block access costs a hit,
+        doc["page_hit_ns"] = "table"  # and each page a base-prefetch worker reads a touch
+        doc["page_touch_ns"] = "table"
     if v["config"].endswith("prefetch"):  # which steady state a run settles in is chance
         doc["check_bistable"] = True
     if v["lookahead"] is not None:

@@ -381,3 +381,30 @@ def test_a_head_start_that_only_shifts_the_start_is_not_a_second_state():
                                       lookahead=4, head_start=h), Costs(query_ns=30_000),
                        fast_device(read_latency_ns=50_000.0), None).run() for h in (False, True)]
     assert runs[1].tail_qps() == pytest.approx(runs[0].tail_qps(), rel=0.02)
+
+
+def test_a_base_prefetch_worker_pays_page_touch_ns_for_every_page_it_reads():
+    def waits(touch):
+        ix = index_of([3 * PAGE, 5 * PAGE])  # DID + freq: 2 and 3 pages (odd split: 1.5 pages each)
+        tr = trace_of([[0], [1]])
+        p = Params(config="base-prefetch", cache_bytes=1 << 20, passes=1, lookahead=4,
+                   page_touch_ns=touch)
+        sim = Simulation(ix, tr, p, Costs(query_ns=1000), fast_device(read_latency_ns=0.0),
+                         None).run()
+        return sim.query_rows()["wait_ns"], sim.pagemap
+
+    base, pm = waits(0.0)
+    slow, _ = waits(250.0)
+    pages = int(pm.npages[0][0] + pm.npages[1][0])
+    assert pages >= 3
+    assert slow[0] - base[0] == 250 * pages  # query 0 waits for its term's touches too
+
+
+def test_page_touch_ns_comes_from_the_table():
+    t = costs_mod.Costs(single=costs_mod.Coefficients(1.0, 0.0, 0.0),
+                        and_=costs_mod.Coefficients(1.0, 0.0, 0.0), codec="pfor-delta256",
+                        block_size=256, extra={"threads": {"page_touch_ns": 300.0}})
+    assert t.page_touch_ns() == 300.0 and t.page_hit_ns() == 0.0
+    with pytest.raises(Exception, match="page_touch_ns"):
+        costs_mod.Costs(single=t.single, and_=t.and_, codec="pfor-delta256", block_size=256,
+                        extra={"threads": {"page_touch_ns": -1}}).page_touch_ns()

@@ -170,6 +170,9 @@ def test_cpu_factor_measured_extrapolated_or_none():
     f, how = t.cpu_factor(2)
     assert f == 1.0 and "no 'cores' section" in how
     assert "'cores'" in t.missing() and "'threads'" in t.missing()
+    t.extra["threads"] = {"wake_ns": 1.0}  # before the worker's page touches were measured
+    assert "threads.page_touch_ns" in t.missing() and "'threads'" not in t.missing()
+    del t.extra["threads"]
     for bad in ({"1": 1.0, "2": "x"}, {"2": -1.0}, [1.0, 1.2]):
         t.extra["cores"] = {"cpu_factor": bad}
         with pytest.raises(TierlabError, match="cores.cpu_factor"):
@@ -279,6 +282,8 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
     assert th["wake_ns"] == pytest.approx(w[len(w) // 2], abs=1)
     assert (t.wake_samples() == np.asarray(w, dtype=float)).all()
     assert t.page_hit_ns() == th["page_hit_ns"] > 0
+    # a whole page copied per access costs more than a block's worth
+    assert t.page_touch_ns() == th["page_touch_ns"] > th["page_hit_ns"]
     # cores: timed on the H SINGLE workload, one factor per core count this machine allows
     cores = d["cores"]
     n = min(len(os.sched_getaffinity(0)), costs.CORE_PROBE_MAX)
