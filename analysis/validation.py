@@ -119,13 +119,25 @@ def pair(measured: pd.DataFrame, model: pd.DataFrame, keys=None) -> pd.DataFrame
 
 
 def other_state(r: dict) -> bool:
-    """Whether a paired row's model run is bistable and the runtime's QPS is
-    nearer its other steady state (`<metric>_head_start`) than the one
-    predicted."""
+    """Whether a paired row's model run is bistable and the runtime was in
+    its other steady state (`<metric>_head_start`): the state whose
+    page-cache miss rate is nearer the measured one when the two states'
+    differ by more than 2 points (a thrash is a cache behaviour), else the
+    one whose QPS is nearer."""
     if not r.get("bistable"):
         return False
-    a, b, c = r["qps_measured"], r["qps_model"], r.get("qps_head_start")
-    return c is not None and not math.isnan(c) and abs(c - a) < abs(b - a)
+
+    def nearer_other(k):
+        a, b, c = r.get(f"{k}_measured"), r.get(f"{k}_model"), r.get(f"{k}_head_start")
+        if any(x is None or (isinstance(x, float) and math.isnan(x)) for x in (a, b, c)):
+            return None
+        return abs(c - a) < abs(b - a), abs(c - b)
+
+    miss = nearer_other("page_cache_miss_rate")
+    if miss is not None and miss[1] > 0.02:
+        return miss[0]
+    qps = nearer_other("qps")
+    return bool(qps and qps[0])
 
 
 def in_settled_state(paired: pd.DataFrame) -> pd.DataFrame:
