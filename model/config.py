@@ -430,10 +430,9 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tr = build_trace(meta, v["workload"], v["seed"])
     p = cfg.params(meta.index_bytes)
     costs = costs if costs is not None else load_costs(v["costs"])
-    for key in ("page_hit_ns", "page_touch_ns"):  # the runtime's emulated page cache, measured
-        if v[key] == "table":
-            p = dataclasses.replace(p, **{key: getattr(costs, key)()
-                                          if hasattr(costs, key) else 0.0})
+    for key in ("page_hit_ns", "page_touch_ns"):  # ns, or the cost table's measurement
+        ns = v[key] if v[key] != "table" else getattr(costs, key)() if hasattr(costs, key) else 0.0
+        p = dataclasses.replace(p, **{key: float(ns)})
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
     s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
