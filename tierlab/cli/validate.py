@@ -30,7 +30,15 @@ _HELP = paragraphs(
     "cache_fraction (of the index's DID + freq bytes) or cache_bytes, device (spec names of "
     "sim-configs/devices, or real), cores, segment_bytes, lookahead (default: each "
     "configuration's own; N or adaptive), dram_budget_bytes, policy, readahead_bytes, k, "
-    "costs (measure, or a cost table file), cpu (measured or table), out. An example: analysis/grids/validate.yaml.",
+    "costs (measure, or a cost table file), cpu (measured or table), repeats, out. An "
+    "example: analysis/grids/validate.yaml.",
+    "Noise: a runtime run shorter than 1 s is run `repeats` times (default 3) and the run "
+    "with the median QPS kept; an emulated run whose device was late for more than 2 % of "
+    "its wall time (the host did not run the thread when a read was due) is run again, at "
+    "most 2 more times. A prefetch row's model is also run with its worker started as far "
+    "ahead as it may go: the rows with two steady states (a fixed lookahead on a small page "
+    "cache thrashes or not depending on its first milliseconds) are counted, and the errors "
+    "with the state the runtime settled in are printed apart from the targets.",
     "Each row is written at once to OUT/rows/<id>/{measured,model}/; a rerun skips finished "
     "rows and Ctrl-C keeps them. At the end: OUT/measured.parquet, OUT/model.parquet, "
     "OUT/validation.csv and OUT/validation.md (per row measured and predicted QPS, p99, miss "
