@@ -1235,6 +1235,32 @@ def _json(x):
     return str(x)
 
 
+def spread_notes(grid: Grid) -> list[str]:
+    """The runtime's own run-to-run noise, per device: over the finished rows
+    run more than once (REPEAT_BELOW_S), the spread (max - min) / median of
+    the QPS of their runs that kept their timing (repeats.json). The model's
+    errors cannot be told from noise below it."""
+    import numpy as np
+
+    by_dev: dict = {}
+    for r in grid.rows:
+        f = row_dir(grid.out, r) / "measured" / "repeats.json"
+        if not f.exists():
+            continue
+        rep = json.loads(f.read_text())
+        ok = rep.get("kept_timing") or [True] * len(rep["qps"])
+        qps = [q for q, k in zip(rep["qps"], ok) if k]
+        if len(qps) >= 2 and np.median(qps) > 0:
+            by_dev.setdefault(r.values["device"], []).append(
+                (max(qps) - min(qps)) / float(np.median(qps)))
+    if not by_dev:
+        return []
+    parts = [f"{d} median {np.median(v):.1%}, p90 {np.percentile(v, 90):.1%} ({len(v)} rows)"
+             for d, v in sorted(by_dev.items())]
+    return ["run-to-run spread of the runtime's QPS, (max - min) / median over the runs of a "
+            "row that kept their timing: " + "; ".join(parts)]
+
+
 def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
     """Prepare the inputs, run every unfinished row (runtime then model),
     then analyse all finished rows. Ctrl-C keeps the finished rows (and
@@ -1312,7 +1338,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
     measured, model = collect(grid)
     res = None
     if measured is not None:
-        notes += real_cap_notes(measured) + emulation_notes(measured)
+        notes += real_cap_notes(measured) + emulation_notes(measured) + spread_notes(grid)
         notes += [f"FAILED runtime run, row left out: {f}" for f in failed]
         res = analyse(grid, measured, model, notes)
         res["failed"] = failed
