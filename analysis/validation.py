@@ -110,10 +110,7 @@ def pair(measured: pd.DataFrame, model: pd.DataFrame, keys=None) -> pd.DataFrame
                                 suffixes=("_measured", "_model"))
     if j.empty:
         raise TierlabError("the measured and model tables share no parameter combination")
-    for k in ("qps", "latency_p99_ns", "latency_mean_ns", "storage_bytes_read"):
-        j[f"{k}_rel_error"] = (j[f"{k}_model"] - j[f"{k}_measured"]) / j[f"{k}_measured"]
-    for k in ("page_cache_miss_rate", "segment_cache_miss_rate"):
-        j[f"{k}_pp"] = 100.0 * (j[f"{k}_model"] - j[f"{k}_measured"])
+    _add_errors(j)
     j["diagnosis"] = [diagnose(r) for r in j.to_dict("records")]
     return j
 
@@ -151,11 +148,16 @@ def in_settled_state(paired: pd.DataFrame) -> pd.DataFrame:
     swap = np.array([other_state(r) for r in j.to_dict("records")], bool)
     for k in HEAD_START:
         j.loc[swap, f"{k}_model"] = j.loc[swap, f"{k}_head_start"]
-    for k in ("qps", "latency_p99_ns"):
+    _add_errors(j)
+    return j
+
+
+def _add_errors(j: pd.DataFrame) -> None:
+    """The error columns of a paired table, from its _measured/_model pairs."""
+    for k in ("qps", "latency_p99_ns", "latency_mean_ns", "storage_bytes_read"):
         j[f"{k}_rel_error"] = (j[f"{k}_model"] - j[f"{k}_measured"]) / j[f"{k}_measured"]
     for k in ("page_cache_miss_rate", "segment_cache_miss_rate"):
         j[f"{k}_pp"] = 100.0 * (j[f"{k}_model"] - j[f"{k}_measured"])
-    return j
 
 
 def diagnose(r: dict, tol: float = 0.15) -> str:

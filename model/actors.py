@@ -26,6 +26,8 @@ Time is ns. Counters go to the pass of the query or occurrence concerned
 """
 from __future__ import annotations
 
+import numpy as np
+
 BASE, BASE_PREFETCH, HYBRID, HYBRID_PREFETCH = range(4)
 
 
@@ -222,8 +224,10 @@ def _publish(env, sim, sh):
 
 def base_prefetch_worker(env, sim, sh):
     qfirst, term = sim.qfirst, sim.term
-    touch_ns = sim.params.page_touch_ns
-    npages = sim.pagemap.npages
+    # each page it reads goes into its 4096-byte buffer: CPU per term, in ns
+    touch = sim.params.page_touch_ns
+    pages = sim.pagemap.npages[0] + sim.pagemap.npages[1]
+    touch_ns = np.floor(touch * pages + 0.5).astype(np.int64).tolist() if touch else None
     for q in range(sim.trace.queries):
         acct = sim.acct[q // sim.nq_pass]
         yield from _lookahead_wait(env, sim, sh, q, acct)
@@ -231,8 +235,8 @@ def base_prefetch_worker(env, sim, sh):
             t = int(term[j])
             acct.block_requests += sim.term_blocks[t]
             yield from sim.pc.read_term(sh.core, t, acct, "worker")
-            if touch_ns:  # it reads every page into its 4096-byte buffer (CPU)
-                yield env.timeout(int(touch_ns * (npages[0][t] + npages[1][t]) + 0.5))
+            if touch_ns:
+                yield env.timeout(touch_ns[t])
         sh.w_q = q + 1
         yield from _publish(env, sim, sh)
     _worker_waits(sh)

@@ -435,14 +435,16 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         p = dataclasses.replace(p, **{key: float(ns)})
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
-    s = sim.Simulation(meta, tr, p, costs, dev, tier if p.hybrid else None, log=log,
-                       seed=v["seed"], drawn_wake_ups=v["wake_ups"] == "drawn").run()
+    def simulate(params, log=None):
+        return sim.Simulation(meta, tr, params, costs, dev, tier if params.hybrid else None,
+                              log=log, seed=v["seed"],
+                              drawn_wake_ups=v["wake_ups"] == "drawn").run()
+
+    s = simulate(p, log)
     m = s.metrics()
     bistable = {}
     if v["check_bistable"] and p.config in ("base-prefetch", "hybrid-prefetch"):
-        ahead = sim.Simulation(meta, tr, dataclasses.replace(p, head_start=True), costs, dev,
-                               tier if p.hybrid else None, seed=v["seed"],
-                               drawn_wake_ups=v["wake_ups"] == "drawn").run()
+        ahead = simulate(dataclasses.replace(p, head_start=True))
         bistable = head_start_check(m, s.tail_qps(), ahead.metrics(), ahead.tail_qps(),
                                     ahead.elapsed_ns)
     wall = time.perf_counter() - t0
