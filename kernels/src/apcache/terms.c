@@ -118,8 +118,15 @@ void tl_real_pages(const tl_file_ref *f, uint64_t off, uint64_t len, uint64_t *l
         uint64_t need = p + (f->ra_pages ? f->ra_pages : 1);
         if (need > file_pages) need = file_pages;
         if (p < w0 || need > w0 + wn) {
+            /* the rest of this range, or a readahead run if longer, not a
+             * fixed 1 MiB: a query's cursor calls this for every page it
+             * enters, and mincore's cost grows with its window (per page of
+             * a resident, unmapped index file on a 2-vCPU VM here: 4.7-12 us
+             * with 256-page windows, 1.2-2.4 us with 32) */
+            uint64_t want = p1 - p + 1 > need - p ? p1 - p + 1 : need - p;
+            if (want > TL_MAX_RA_PAGES) want = TL_MAX_RA_PAGES;
             w0 = p;
-            wn = file_pages - p < TL_MAX_RA_PAGES ? file_pages - p : TL_MAX_RA_PAGES;
+            wn = file_pages - p < want ? file_pages - p : want;
             if (mincore((void *)(f->map + p * TL_PAGE), wn * TL_PAGE, vec) != 0)
                 memset(vec, 0, wn); /* cannot tell: count as read */
         }
