@@ -53,6 +53,7 @@ DEFAULTS = {
     "handoff_spin_ns": "runtime",
     "page_hit_ns": 0,
     "page_touch_ns": 0,
+    "page_miss_ns": 0,
     "check_bistable": False,
     "out": "model-out",
     "name": "",
@@ -63,6 +64,9 @@ WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", 
 # latency `tierlab query run` measured for each query (an all-DRAM run)
 CPU_SOURCES = ("table", "measured")
 COST_KEYS = ("query_ns", "block_ns", "posting_ns")
+# CPU of the runtime's emulated page cache that a DRAM query run lacks: each a
+# number of ns, or "table" (the cost table's threads section, tierlab.costs)
+PAGE_COST_KEYS = ("page_hit_ns", "page_touch_ns", "page_miss_ns")
 # check_bistable: a prefetch configuration is run a second time with the query
 # thread starting once its worker is as far ahead as it may go (Params.head_start);
 # QPS apart by more than this share means the configuration has two steady states
@@ -193,7 +197,7 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
             or v["handoff_spin_ns"] < 0:
         raise TierlabError(f"handoff_spin_ns: 'runtime' or whole ns >= 0 (0: a waiting thread "
                            f"blocks at once), not {v['handoff_spin_ns']!r}")
-    for key in ("page_hit_ns", "page_touch_ns"):  # a number, or "table": the cost table's
+    for key in PAGE_COST_KEYS:  # a number, or "table": the cost table's
         if v[key] != "table":
             v[key] = _num(key, v[key], 0.0)
     if not isinstance(v["check_bistable"], bool):
@@ -430,7 +434,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tr = build_trace(meta, v["workload"], v["seed"])
     p = cfg.params(meta.index_bytes)
     costs = costs if costs is not None else load_costs(v["costs"])
-    for key in ("page_hit_ns", "page_touch_ns"):  # ns, or the cost table's measurement
+    for key in PAGE_COST_KEYS:  # ns, or the cost table's measurement
         ns = v[key] if v[key] != "table" else getattr(costs, key)() if hasattr(costs, key) else 0.0
         p = dataclasses.replace(p, **{key: float(ns)})
     dev = specs.load(v["device"], kind="storage")
@@ -454,7 +458,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
         "wake_ups": v["wake_ups"], "handoff_spin_ns": p.handoff_spin_ns,
-        "page_hit_ns": p.page_hit_ns, "page_touch_ns": p.page_touch_ns,
+        **{key: getattr(p, key) for key in PAGE_COST_KEYS},
         "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),
         "device_spec": dev.as_dict(), "slow_tier_spec": tier.as_dict() if p.hybrid else None,
         "tier_factor": s.tier_factor,

@@ -98,13 +98,16 @@ class Device:
         bytes_read and busy_ns added."""
         yield from self.read_many(((addr, nbytes),), acct)
 
-    def read_many(self, requests, acct, log=None, core=-1, who="", term=-1):
+    def read_many(self, requests, acct, log=None, core=-1, who="", term=-1, before_ns=0):
         """Process step: the reads (addr, nbytes, ...) one after the other, as
         one thread issues them (each waits for a slot and its service time;
-        other requests may come between them). Logs each read when `log` is
-        a list."""
+        other requests may come between them), each after before_ns of the
+        reader's own CPU (its page-cache bookkeeping). Logs each read when
+        `log` is a list."""
         env, slots = self.env, self.slots
         for addr, nbytes, *where in requests:
+            if before_ns:
+                yield env.timeout(before_ns)
             ev = slots.take()
             if ev is not None:
                 yield ev

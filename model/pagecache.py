@@ -79,7 +79,7 @@ class PageCache:
     Device."""
 
     def __init__(self, env, pagemap: PageMap, capacity_bytes: int, device, cache_cls,
-                 log=None):
+                 log=None, miss_ns: float = 0.0):
         self.env = env
         self.map = pagemap
         self.capacity_pages = max(1, int(capacity_bytes) // PAGE)
@@ -89,6 +89,8 @@ class PageCache:
         maxn = max([int(n.max(initial=0)) for n in pagemap.npages] + [pagemap.ra, 1])
         self._arange = np.arange(maxn + pagemap.ra, dtype=np.uint64)
         self.record = None  # a list: every access_many key array is appended (benchmarks)
+        # the reader's CPU per read outside the device's time (Params.page_miss_ns)
+        self.miss_ns = int(miss_ns + 0.5)
 
     @property
     def used_bytes(self) -> int:
@@ -160,5 +162,6 @@ class PageCache:
         if interleave and len(requests) > 1:
             requests.sort(key=lambda r: (r[4], r[2]))
         if requests:
-            yield from self.device.read_many(requests, acct, self.log, shard, who, term)
+            yield from self.device.read_many(requests, acct, self.log, shard, who, term,
+                                             self.miss_ns)
         return len(requests)

@@ -68,6 +68,7 @@ class Params:
     handoff_spin_ns: int = 0          # a waiting thread spins this long before it blocks
     page_hit_ns: float = 0.0          # CPU per block access through the emulated page cache
     page_touch_ns: float = 0.0        # a base-prefetch worker's CPU per page it reads
+    page_miss_ns: float = 0.0         # CPU per page-cache read outside the device's time
     head_start: bool = False          # the query thread starts once its prefetching worker
     #                                   first waits (is as far ahead as it may be) or is done
 
@@ -265,7 +266,8 @@ class Simulation:
         self.pagemap = PageMap([index.did_offset[ref], index.freq_offset[ref]],
                                [index.did_bytes[ref], index.freq_bytes[ref]],
                                [index.did_file_bytes, index.freq_file_bytes], ra_pages, p.cores)
-        self.pc = PageCache(self.env, self.pagemap, pc_bytes, self.device, self.cache_cls, log)
+        self.pc = PageCache(self.env, self.pagemap, pc_bytes, self.device, self.cache_cls, log,
+                            p.page_miss_ns)
 
         # CPU per query: fixed part and the block/posting part
         qt = ["and" if x else "single" for x in self.trace.qtype[: self.nq_pass]]

@@ -276,6 +276,12 @@ class Costs:
         threads.page_touch_ns); 0 for a table without it."""
         return self._thread_ns("page_touch_ns")
 
+    def page_miss_ns(self) -> float:
+        """ns per read through the runtime's emulated page cache outside the
+        device's service time (reserving and releasing the run's frames; the
+        table's threads.page_miss_ns); 0 for a table without it."""
+        return self._thread_ns("page_miss_ns")
+
     def _thread_ns(self, key: str) -> float:
         v = (self.extra.get("threads") or {}).get(key)
         if v is None:
@@ -307,8 +313,9 @@ class Costs:
         """What a cached table of an older tierlab lacks that `measure` now
         writes (None: nothing); the per-machine caches measure again then."""
         gone = [f"{k!r} section" for k in ("threads", "cores") if k not in self.extra]
-        if "threads" in self.extra and "page_touch_ns" not in (self.extra["threads"] or {}):
-            gone.append("threads.page_touch_ns")
+        for key in ("page_touch_ns", "page_miss_ns"):
+            if "threads" in self.extra and key not in (self.extra["threads"] or {}):
+                gone.append(f"threads.{key}")
         return f"no {' or '.join(gone)} (older tierlab)" if gone else None
 
     def to_dict(self) -> dict:
@@ -618,6 +625,8 @@ HANDOFF_ROUNDS = 4001  # a tail of a few in a thousand needs thousands (~0.5 s)
 COPY_PROBE_BYTES = 128 << 20  # copied into segments: well beyond the last-level cache
 COPY_PROBE_REPS = 5
 PAGE_HIT_PROBE_BYTES = 256  # about a compressed block (a DID block ~216 bytes here)
+MISS_PROBE_RUN_PAGES = 32   # a miss's readahead run at the runtime's default 128 KiB
+MISS_PROBE_PASSES = 15
 
 
 def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
@@ -641,20 +650,27 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     rc = lib.tierlab_apcache_copy_rate(COPY_PROBE_BYTES, COPY_PROBE_REPS, rate)
     if rc != 0:
         raise TierlabError(f"timing the segment-cache copy failed (error {rc})")
-    hit, touch = ffi.new("double *"), ffi.new("double *")
+    hit, touch, miss = ffi.new("double *"), ffi.new("double *"), ffi.new("double *")
     rc = lib.tierlab_apcache_page_hit_ns(PAGE_HIT_PROBE_BYTES, COPY_PROBE_REPS, hit)
     if rc == 0:  # a whole page at a time: a base-prefetch worker's read into its buffer
         rc = lib.tierlab_apcache_page_hit_ns(4096, COPY_PROBE_REPS, touch)
     if rc != 0:
         raise TierlabError(f"timing a page-cache hit failed (error {rc})")
+    rc = lib.tierlab_apcache_page_miss_ns(MISS_PROBE_RUN_PAGES, MISS_PROBE_PASSES, miss)
+    if rc != 0:
+        raise TierlabError(f"timing a page-cache miss failed (error {rc})")
     return {"wake_ns": float(wake[rounds // 2]), "signal_ns": float(sig[rounds // 2]),
             "rounds": rounds, "wake_ns_samples": wakes,
             "copy_bytes_per_s": float(rate[0]),
             "page_hit_ns": float(hit[0]), "page_touch_ns": float(touch[0]),
+            "page_miss_ns": float(miss[0]),
             "page_hit_how": f"tierlab_apcache_page_hit_ns: {PAGE_HIT_PROBE_BYTES}-byte blocks "
                             f"(page_touch_ns: 4096-byte pages) read one after another through the "
                             f"runtime's emulated page cache, 16 MiB resident, median of "
-                            f"{COPY_PROBE_REPS} passes",
+                            f"{COPY_PROBE_REPS} passes; page_miss_ns: tierlab_apcache_page_miss_ns, "
+                            f"a read of {MISS_PROBE_RUN_PAGES} pages through it on a device that "
+                            f"takes no time (frames reserved, evicting, and released) less the "
+                            f"preadv alone, median of {MISS_PROBE_PASSES} passes",
             "copy_how": f"tierlab_apcache_copy_rate: {COPY_PROBE_BYTES >> 20} MiB copied page by "
                         f"page (lock, LRU touch, chain write) into cold 32 KiB segments, median "
                         f"of {COPY_PROBE_REPS}",

@@ -37,7 +37,8 @@ own read path, `runtime_reads`; one spec per page-cache cap the grid's real
 rows plan, real-capN.yaml; and, since the disk's speed drifts, each real
 row's own probe right before and after its run, ROW/measured/real.yaml,
 which its model gets). Emulated rows are
-also charged the runtime's page-cache hits (the table's page_hit_ns), and a
+also charged the runtime's page-cache hits and its bookkeeping of a read
+(the table's page_hit_ns, page_miss_ns), and a
 waiting thread spins as long as the runtime's did (handoff_spin_ns). The runtime's segment cache lives in DRAM (`--slow-tier
 dram`), so the model's slow tier is `ddr4-2666` (tier factor 1). Both do
 one cold pass.
@@ -886,8 +887,9 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     if spin_ns is not None:
         doc["handoff_spin_ns"] = int(spin_ns)
     if not is_real:  # the runtime's emulated page cache: each block access costs a hit,
-        doc["page_hit_ns"] = "table"  # and each page a base-prefetch worker reads a touch
-        doc["page_touch_ns"] = "table"
+        doc["page_hit_ns"] = "table"  # each page a base-prefetch worker reads a touch,
+        doc["page_touch_ns"] = "table"  # and each read its frames' bookkeeping
+        doc["page_miss_ns"] = "table"
     if v["config"].endswith("prefetch"):  # which steady state a run settles in is chance
         doc["check_bistable"] = True
     if v["lookahead"] is not None:

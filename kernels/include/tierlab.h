@@ -823,6 +823,16 @@ int tierlab_apcache_copy_rate(uint64_t bytes, uint32_t reps, double *bytes_per_s
  * serves. 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
 int tierlab_apcache_page_hit_ns(uint64_t access_bytes, uint32_t passes, double *ns);
 
+/* A miss in the runtime's emulated page cache, the part outside the device's
+ * service time (kernels/src/apcache/pagecache.c tl_pcache_read: the frames of
+ * a run of run_pages (1..256) reserved, evicting LRU pages, before the device
+ * starts, and released after the read), on a device that takes no time: each
+ * read of a run timed next to its preadv alone, which is taken off (in a run
+ * the copy is inside the device's service time). 8192 pages of a memfd read
+ * in runs through 4096 frames per pass; *ns per read, the median of `passes`
+ * (1..1000) passes. 0, TIERLAB_EINVAL, _EIO or _ENOMEM. */
+int tierlab_apcache_page_miss_ns(uint32_t run_pages, uint32_t passes, double *ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -133,7 +133,7 @@ def test_page_hit_cost_comes_from_the_table_or_the_config():
     assert C.validate(base(page_hit_ns="table")).values["page_hit_ns"] == "table"
     res = C.run(C.validate(base(page_hit_ns="table", config="base")))
     assert json.loads(res.run["params"])["page_hit_ns"] == 0.0  # this test table has none
-    for key in ("page_hit_ns", "page_touch_ns"):  # a number is used as given
+    for key in C.PAGE_COST_KEYS:  # a number is used as given
         res = C.run(C.validate(base(config="base-prefetch", **{key: 120})))
         assert json.loads(res.run["params"])[key] == 120.0
     with pytest.raises(TierlabError, match="page_hit_ns"):

@@ -312,6 +312,35 @@ def test_page_hit_probe_measures_a_small_positive_cost():
     assert lib.tierlab_apcache_page_hit_ns(256, 0, ns) != 0
 
 
+def test_page_miss_probe_measures_the_bookkeeping_of_a_read():
+    from tierlab.native import ffi_lib
+
+    ffi, lib = ffi_lib()
+    ns = ffi.new("double *")
+    assert lib.tierlab_apcache_page_miss_ns(32, 3, ns) == 0
+    assert 0 < ns[0] < 1_000_000  # per read: frames reserved and released, not the copy
+    for run, passes in ((0, 3), (257, 3), (32, 0), (32, 1001)):  # no run, > 1 MiB, 0 or > 1000 passes
+        assert lib.tierlab_apcache_page_miss_ns(run, passes, ns) != 0
+
+
+def test_every_read_through_the_page_cache_pays_page_miss_ns_before_its_device_time():
+    def run(miss_ns):
+        ix = index_of([3 * PAGE, 5 * PAGE, 2 * PAGE])
+        tr = trace_of([[0], [1], [2], [0]])
+        p = Params(config="base", cache_bytes=1 << 20, passes=1, page_miss_ns=miss_ns,
+                   readahead_bytes=PAGE)  # a read per page
+        return Simulation(ix, tr, p, Costs(query_ns=1000), fast_device(read_latency_ns=5000.0),
+                          None).run()
+
+    plain, slow = run(0.0), run(700.0)
+    reads = slow.metrics()["storage_reads"]
+    assert reads == plain.metrics()["storage_reads"] >= 5
+    # one thread: each read waits for its bookkeeping first, and nothing overlaps it
+    assert slow.elapsed_ns - plain.elapsed_ns == 700 * reads
+    lat = slow.query_rows()["latency_ns"] - plain.query_rows()["latency_ns"]
+    assert lat[-1] == 0  # the repeat is a hit: no read, nothing charged
+
+
 def test_each_block_from_the_page_cache_costs_two_page_hits():
     def cached_latency(config, page_hit_ns):
         ix = index_of([PAGE], blocks=[3])

@@ -172,6 +172,7 @@ def test_cpu_factor_measured_extrapolated_or_none():
     assert "'cores'" in t.missing() and "'threads'" in t.missing()
     t.extra["threads"] = {"wake_ns": 1.0}  # before the worker's page touches were measured
     assert "threads.page_touch_ns" in t.missing() and "'threads'" not in t.missing()
+    assert "threads.page_miss_ns" in t.missing()
     del t.extra["threads"]
     for bad in ({"1": 1.0, "2": "x"}, {"2": -1.0}, [1.0, 1.2]):
         t.extra["cores"] = {"cpu_factor": bad}
@@ -284,6 +285,7 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
     assert t.page_hit_ns() == th["page_hit_ns"] > 0
     # a whole page copied per access costs more than a block's worth
     assert t.page_touch_ns() == th["page_touch_ns"] > th["page_hit_ns"]
+    assert t.page_miss_ns() == th["page_miss_ns"] > 0  # a read's frames reserved and released
     # cores: timed on the H SINGLE workload, one factor per core count this machine allows
     cores = d["cores"]
     n = min(len(os.sched_getaffinity(0)), costs.CORE_PROBE_MAX)

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "apcache.h"
 
@@ -213,5 +214,79 @@ int tierlab_apcache_page_hit_ns(uint64_t access_bytes, uint32_t passes, double *
     free(pass_ns);
     tl_pcache_destroy(&pc);
     tl_device_destroy(&dev);
+    return rc;
+}
+
+/* ---- a miss's bookkeeping (tierlab_apcache_page_miss_ns) ------------------------ */
+
+static void tl_probe_skip(void *ctx, uint64_t pos, const uint8_t *p, size_t n) {
+    (void)ctx, (void)pos, (void)p, (void)n;
+}
+
+int tierlab_apcache_page_miss_ns(uint32_t run_pages, uint32_t passes, double *ns) {
+    enum { FRAMES = 4096, FILE_PAGES = 2 * FRAMES };
+    if (!ns || passes == 0 || passes > 1000 || run_pages == 0 || run_pages > TL_MAX_RA_PAGES)
+        return TIERLAB_EINVAL;
+    int fd = memfd_create("tierlab-miss-probe", MFD_CLOEXEC);
+    if (fd < 0) return TIERLAB_EIO;
+    int rc = ftruncate(fd, (off_t)FILE_PAGES * TL_PAGE) ? TIERLAB_EIO : 0;
+    uint8_t *page = calloc(1, TL_PAGE);
+    if (!rc && !page) rc = TIERLAB_ENOMEM;
+    for (uint64_t p = 0; !rc && p < FILE_PAGES; p++) /* the medium, resident */
+        if (pwrite(fd, page, TL_PAGE, (off_t)(p * TL_PAGE)) != TL_PAGE) rc = TIERLAB_EIO;
+    tl_device dev;
+    memset(&dev, 0, sizeof dev);
+    if (!rc) rc = tl_device_init(&dev, 1, 1e18, 0, 0, 1); /* a device that takes no time */
+    tl_pcache pc;
+    memset(&pc, 0, sizeof pc);
+    if (!rc) rc = tl_pcache_init(&pc, &dev, FILE_PAGES, (uint64_t)FRAMES * TL_PAGE,
+                                 (uint64_t)run_pages * TL_PAGE);
+    double *miss = calloc(passes, sizeof *miss);
+    struct iovec *iov = calloc(run_pages, sizeof *iov);
+    if (!rc && (!miss || !iov)) rc = TIERLAB_ENOMEM;
+    tl_file_ref f = {.fd = fd, .len = (uint64_t)FILE_PAGES * TL_PAGE};
+    tl_pstats ps = {0, 0};
+    uint64_t runs = FILE_PAGES / run_pages;
+    for (uint32_t r = 0; !rc && r <= passes; r++) { /* pass 0 fills the cache */
+        /* every run misses (the file is twice the cache, read in order); each
+         * is timed next to its preadv alone into frames as scattered (inside
+         * the device's service time in a real run, so not bookkeeping),
+         * the two in alternating order: the second finds the source warm */
+        double sum = 0;
+        for (uint64_t i = 0; i < runs && !rc; i++) {
+            for (uint32_t k = 0; k < run_pages; k++) {
+                iov[k].iov_base = pc.frames + ((i * run_pages + k) * 7919 % FRAMES) * TL_PAGE;
+                iov[k].iov_len = TL_PAGE;
+            }
+            uint64_t t[3];
+            for (int step = 0; step < 2 && !rc; step++) {
+                t[step] = tl_now_ns();
+                if ((step == 0) == (i % 2 == 0))
+                    rc = tl_pcache_read(&pc, &f, i * run_pages * TL_PAGE, TL_PAGE, tl_probe_skip,
+                                        NULL, NULL, &ps);
+                else if (preadv(fd, iov, (int)run_pages, (off_t)(i * run_pages * TL_PAGE)) < 0)
+                    rc = TIERLAB_EIO;
+            }
+            t[2] = tl_now_ns();
+            double first = (double)(t[1] - t[0]), second = (double)(t[2] - t[1]);
+            sum += i % 2 == 0 ? first - second : second - first;
+        }
+        if (r) miss[r - 1] = sum / (double)runs;
+    }
+    if (!rc) {
+        for (uint32_t i = 1; i < passes; i++) /* median: insertion sort of a few */
+            for (uint32_t j = i; j > 0 && miss[j] < miss[j - 1]; j--) {
+                double t = miss[j];
+                miss[j] = miss[j - 1];
+                miss[j - 1] = t;
+            }
+        *ns = miss[passes / 2] > 0 ? miss[passes / 2] : 0;
+    }
+    free(miss);
+    free(iov);
+    free(page);
+    if (pc.inited) tl_pcache_destroy(&pc);
+    if (!rc || dev.slot_free) tl_device_destroy(&dev);
+    close(fd);
     return rc;
 }
