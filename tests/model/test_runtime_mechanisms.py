@@ -319,7 +319,8 @@ def test_page_miss_probe_measures_the_bookkeeping_of_a_read():
     ns = ffi.new("double *")
     assert lib.tierlab_apcache_page_miss_ns(32, 3, ns) == 0
     assert 0 < ns[0] < 1_000_000  # per read: frames reserved and released, not the copy
-    for run, passes in ((0, 3), (257, 3), (32, 0), (32, 1001)):  # no run, > 1 MiB, 0 or > 1000 passes
+    # no run, a run beyond 1 MiB, no pass, more than 1000 passes: refused
+    for run, passes in ((0, 3), (257, 3), (32, 0), (32, 1001)):
         assert lib.tierlab_apcache_page_miss_ns(run, passes, ns) != 0
 
 
