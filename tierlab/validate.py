@@ -49,7 +49,10 @@ in runs of similar values; a pure ALU loop stays within 1 %), so the CPU
 trace is taken next to the run it calibrates rather than once per
 workload. And a runtime run shorter than REPEAT_BELOW_S (an NVMe row: tens
 of milliseconds) is run `repeats` times, the run with the median QPS kept
-with its own CPU trace (all QPS in ROW/measured/repeats.json); longer runs
+with its own CPU trace (all QPS in ROW/measured/repeats.json), and
+SPREAD_EXTRA more times when their QPS lie more than SPREAD_RERUN of their
+median apart (a noisy moment of the host: in one grid a base NVMe row ran
+at 9,666 and 15,985 QPS and three runs between them were late); longer runs
 average the noise themselves and run once. An emulated run whose device
 was late for more than LATE_SHARE of its wall time (its reads returned
 after their planned completion: the host did not run the thread when due,
@@ -108,6 +111,8 @@ DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
             "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure", "cpu": "measured",
             "repeats": 3, "out": "validate-out"}
 REPEAT_BELOW_S = 1.0  # runtime runs shorter than this are repeated (see Noise)
+SPREAD_RERUN = 0.2    # ... and run SPREAD_EXTRA more times when their QPS lie further apart
+SPREAD_EXTRA = 2      # (max - min) / median than this
 # pause between the CPU trace (in this process) and the runtime run: the
 # trace's 26 MB DRAM copy of the index is freed and collected meanwhile, not
 # during the run's first queries (a ~1 ms stall there can tip base-prefetch
@@ -915,11 +920,12 @@ def is_done(out: Path, row: Row) -> bool:
 def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repeats: int,
              progress=None, cpu: bool = True, device_probe=None) -> None:
     """The runtime run of a row into `tmp`: once, or, when it took less than
-    REPEAT_BELOW_S, `repeats` times with the run of the median QPS kept; an
-    emulated run late for more than LATE_SHARE of its wall time does not
-    count and is run again, at most LATE_RETRIES more times (module
-    docstring, Noise); tmp/repeats.json lists every run's QPS and whether it
-    kept its timing. cpu:
+    REPEAT_BELOW_S, `repeats` times, SPREAD_EXTRA more when the QPS of those
+    lie further apart than SPREAD_RERUN of their median, with the run of the
+    median QPS kept (`median_run`); an emulated run late for more than
+    LATE_SHARE of its wall time does not count and is run again, at most
+    LATE_RETRIES more times (module docstring, Noise); tmp/repeats.json lists
+    every run's QPS and whether it kept its timing. cpu:
     a CPU trace before and after each run (tmp/cpu.trace/, `cpu_trace`).
     device_probe (the real device): called before and after each run, its
     reads kept in tmp/device-probe.json."""
@@ -956,21 +962,46 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
             runs[-1] = (float(r["qps"]), rdir, late_share(r) <= LATE_SHARE)
             if i == 0 and float(r["wall_ns"]) >= REPEAT_BELOW_S * 1e9:
                 want = 1
+            kept = [q for q, _, ok in runs if ok]
+            if 1 < want == repeats and len(kept) >= want and spread(kept) > SPREAD_RERUN:
+                want += SPREAD_EXTRA  # a noisy moment: a median of more runs
             i += 1
-        clean = [x for x in runs if x[2]] or runs  # none kept its timing: all count
-        keep = sorted(clean, key=lambda x: x[0])[(len(clean) - 1) // 2]
+        keep = median_run(runs)
         os.replace(keep[1], tmp)
         (tmp / "repeats.json").write_text(json.dumps(
             {"qps": [q for q, _, _ in runs], "kept_timing": [ok for _, _, ok in runs],
              "kept": runs.index(keep),
-             "rule": f"runs shorter than {REPEAT_BELOW_S:g} s are repeated {repeats} times; "
-                     f"an emulated run whose device was late for more than {LATE_SHARE:.0%} of "
-                     f"its wall time is run again (at most {LATE_RETRIES} more runs); the run "
-                     "with the median QPS among those that kept their timing is kept"}) + "\n")
+             "rule": f"runs shorter than {REPEAT_BELOW_S:g} s are repeated {repeats} times, "
+                     f"{SPREAD_EXTRA} more when their QPS lie more than {SPREAD_RERUN:.0%} of "
+                     f"their median apart; an emulated run whose device was late for more "
+                     f"than {LATE_SHARE:.0%} of its wall time is run again (at most "
+                     f"{LATE_RETRIES} more runs); the run with the median QPS among those that "
+                     "kept their timing is kept"}) + "\n")
     finally:
         for _, rdir, _ in runs:
             shutil.rmtree(rdir, ignore_errors=True)
             shutil.rmtree(rdir.with_name(rdir.name + ".cpu"), ignore_errors=True)
+
+
+def spread(qps) -> float:
+    """(max - min) / median of run QPS: the runtime's run-to-run noise."""
+    import numpy as np
+
+    m = float(np.median(qps))
+    return (max(qps) - min(qps)) / m if m > 0 else 0.0
+
+
+def median_run(runs: list):
+    """The run (qps, folder, kept timing) to keep: among those that kept
+    their timing (all when none did), the one nearest their median QPS; of
+    an even number's two middle runs, the one nearer the median of all runs,
+    late ones included (they still say where the row's QPS usually lies)."""
+    import numpy as np
+
+    clean = [x for x in runs if x[2]] or runs
+    mid = float(np.median([q for q, _, _ in clean]))
+    every = float(np.median([q for q, _, _ in runs]))
+    return min(clean, key=lambda x: (abs(x[0] - mid), abs(x[0] - every)))
 
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
@@ -1253,8 +1284,7 @@ def spread_notes(grid: Grid) -> list[str]:
         ok = rep.get("kept_timing") or [True] * len(rep["qps"])
         qps = [q for q, k in zip(rep["qps"], ok) if k]
         if len(qps) >= 2 and np.median(qps) > 0:
-            by_dev.setdefault(r.values["device"], []).append(
-                (max(qps) - min(qps)) / float(np.median(qps)))
+            by_dev.setdefault(r.values["device"], []).append(spread(qps))
     if not by_dev:
         return []
     parts = [f"{d} median {np.median(v):.1%}, p90 {np.percentile(v, 90):.1%} ({len(v)} rows)"

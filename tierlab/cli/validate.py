@@ -32,8 +32,9 @@ _HELP = paragraphs(
     "configuration's own; N or adaptive), dram_budget_bytes, policy, readahead_bytes, k, "
     "costs (measure, or a cost table file), cpu (measured or table), repeats, out. An "
     "example: analysis/grids/validate.yaml.",
-    "Noise: a runtime run shorter than 1 s is run `repeats` times (default 3) and the run "
-    "with the median QPS kept; an emulated run whose device was late for more than 2 % of "
+    "Noise: a runtime run shorter than 1 s is run `repeats` times (default 3), 2 more when "
+    "their QPS lie more than 20 % of their median apart, and the run with the median QPS "
+    "kept; an emulated run whose device was late for more than 2 % of "
     "its wall time (the host did not run the thread when a read was due) is run again, at "
     "most 2 more times. A prefetch row's model is also run with its worker started as far "
     "ahead as it may go: the rows with two steady states (a fixed lookahead on a small page "
