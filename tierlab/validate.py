@@ -36,12 +36,12 @@ a spec measured on this machine by a small probe (OUT/devices/real.yaml,
 own read path, `runtime_reads`; one spec per page-cache cap the grid's real
 rows plan, real-capN.yaml; and, since the disk's speed drifts, each real
 row's own probe right before and after its run, ROW/measured/real.yaml,
-which its model gets). Emulated rows are
-also charged the runtime's page-cache hits and its bookkeeping of a read
-(the table's page_hit_ns, page_miss_ns), and a
-waiting thread spins as long as the runtime's did (handoff_spin_ns). The runtime's segment cache lives in DRAM (`--slow-tier
-dram`), so the model's slow tier is `ddr4-2666` (tier factor 1). Both do
-one cold pass.
+which its model gets). Emulated rows are also charged the runtime's
+page-cache hits, a base-prefetch worker's page copies and the bookkeeping of
+a read (the table's page_hit_ns, page_touch_ns, page_miss_ns), and a waiting
+thread spins as long as the runtime's did (handoff_spin_ns). The runtime's
+segment cache lives in DRAM (`--slow-tier dram`), so the model's slow tier
+is `ddr4-2666` (tier factor 1). Both do one cold pass.
 
 Noise. The CPU speed of memory-bound code on this VM drifts by up to 60 %
 over seconds (400 SINGLE H queries: 7.8-14.8 ms for the same query run,
