@@ -170,6 +170,17 @@ uint64_t tl_pcache_used_bytes(tl_pcache *pc) {
 
 /* ---- a hit's cost (tierlab_apcache_page_hit_ns) -------------------------------- */
 
+/* The median of the probes' few passes (sorts v: an insertion sort). */
+static double tl_median(double *v, uint32_t n) {
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[n / 2];
+}
+
 static void tl_probe_copy(void *ctx, uint64_t pos, const uint8_t *p, size_t n) {
     memcpy((uint8_t *)ctx + pos, p, n);
 }
@@ -201,15 +212,7 @@ int tierlab_apcache_page_hit_ns(uint64_t access_bytes, uint32_t passes, double *
                                 access_bytes, tl_probe_copy, buf, &last, &ps);
         if (r) pass_ns[r - 1] = (double)(tl_now_ns() - t0) / (double)n;
     }
-    if (!rc) {
-        for (uint32_t i = 1; i < passes; i++) /* median: insertion sort of a few */
-            for (uint32_t j = i; j > 0 && pass_ns[j] < pass_ns[j - 1]; j--) {
-                double t = pass_ns[j];
-                pass_ns[j] = pass_ns[j - 1];
-                pass_ns[j - 1] = t;
-            }
-        *ns = pass_ns[passes / 2];
-    }
+    if (!rc) *ns = tl_median(pass_ns, passes);
     free(buf);
     free(pass_ns);
     tl_pcache_destroy(&pc);
@@ -274,13 +277,8 @@ int tierlab_apcache_page_miss_ns(uint32_t run_pages, uint32_t passes, double *ns
         if (r) miss[r - 1] = sum / (double)runs;
     }
     if (!rc) {
-        for (uint32_t i = 1; i < passes; i++) /* median: insertion sort of a few */
-            for (uint32_t j = i; j > 0 && miss[j] < miss[j - 1]; j--) {
-                double t = miss[j];
-                miss[j] = miss[j - 1];
-                miss[j - 1] = t;
-            }
-        *ns = miss[passes / 2] > 0 ? miss[passes / 2] : 0;
+        double m = tl_median(miss, passes);
+        *ns = m > 0 ? m : 0;
     }
     free(miss);
     free(iov);
