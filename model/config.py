@@ -32,6 +32,7 @@ POLICIES = ("lru", "fifo", "clock", "s3fifo", "belady")
 DEFAULTS = {
     "config": "hybrid-prefetch",
     "policy": "lru",
+    "page_cache_policy": "lru",
     "device": "nvme-p4800x",
     "slow_tier": "optane-dcpmm-g1",
     "index": "reference",
@@ -74,6 +75,9 @@ PAGE_COST_KEYS = ("page_hit_ns", "page_touch_ns", "page_miss_ns")
 # the query thread has not used yet, it rereads them and falls further behind),
 # and which one a real run settles in depends on its first milliseconds
 BISTABLE_QPS_CHANGE = 0.10
+# the OS page cache's replacement: LRU, or FIFO as Linux (6.3 on) keeps pages touched
+# only through a MADV_RANDOM mapping (its accessed bits are ignored: vma_has_recency)
+PAGE_CACHE_POLICIES = ("lru", "fifo")
 # a thread's wake-up after its signal: the cost table's median, or each drawn
 # from its measured wake-ups (seeded by `seed`)
 WAKE_UPS = ("median", "drawn")
@@ -112,6 +116,7 @@ class RunConfig:
                        cache_bytes=int(cache), segment_bytes=v["segment_bytes"],
                        lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
                        readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
+                       page_cache_policy=v["page_cache_policy"],
                        passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"],
                        handoff_spin_ns=v["handoff_spin_ns"])
         if p.hybrid and p.cache_bytes // p.cores < p.segment_bytes:
@@ -167,6 +172,9 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
     pols = policies()
     if v["policy"] not in pols:
         raise TierlabError(f"policy: unknown policy '{v['policy']}'; known: {', '.join(pols)}")
+    if v["page_cache_policy"] not in PAGE_CACHE_POLICIES:
+        raise TierlabError(f"page_cache_policy: '{v['page_cache_policy']}'; one of "
+                           f"{', '.join(PAGE_CACHE_POLICIES)}")
     for key, kind in (("device", "storage"), ("slow_tier", "memory")):
         if not isinstance(v[key], str):
             raise TierlabError(f"{key}: a spec name of sim-configs/devices or a .yaml path, "
@@ -455,7 +463,8 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     la = p.lookahead_value()
     params = {
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
-        "readahead_bytes": p.readahead_bytes, "sample_ns": p.sample_ns, "seed": v["seed"],
+        "readahead_bytes": p.readahead_bytes, "page_cache_policy": p.page_cache_policy,
+        "sample_ns": p.sample_ns, "seed": v["seed"],
         "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
         "wake_ups": v["wake_ups"], "handoff_spin_ns": p.handoff_spin_ns,
         **{key: getattr(p, key) for key in PAGE_COST_KEYS},

@@ -79,11 +79,11 @@ class PageCache:
     Device."""
 
     def __init__(self, env, pagemap: PageMap, capacity_bytes: int, device, cache_cls,
-                 log=None, miss_ns: float = 0.0):
+                 log=None, miss_ns: float = 0.0, policy: str = "lru"):
         self.env = env
         self.map = pagemap
         self.capacity_pages = max(1, int(capacity_bytes) // PAGE)
-        self.cache = cache_cls("lru", pagemap.nkeys, min(self.capacity_pages, pagemap.nkeys))
+        self.cache = cache_cls(policy, pagemap.nkeys, min(self.capacity_pages, pagemap.nkeys))
         self.device = device
         self.log = log
         maxn = max([int(n.max(initial=0)) for n in pagemap.npages] + [pagemap.ra, 1])

@@ -61,6 +61,7 @@ class Params:
     lookahead: object = None          # int, "adaptive", or None (the config's default)
     dram_budget_bytes: int = DEFAULT_DRAM_BUDGET
     readahead_bytes: int = DEFAULT_READAHEAD
+    page_cache_policy: str = "lru"     # the OS page cache's replacement (config.py)
     tier_factor: float | None = None
     passes: int = 1
     sample_ns: int = DEFAULT_SAMPLE_NS
@@ -267,7 +268,7 @@ class Simulation:
                                [index.did_bytes[ref], index.freq_bytes[ref]],
                                [index.did_file_bytes, index.freq_file_bytes], ra_pages, p.cores)
         self.pc = PageCache(self.env, self.pagemap, pc_bytes, self.device, self.cache_cls, log,
-                            p.page_miss_ns)
+                            p.page_miss_ns, p.page_cache_policy)
 
         # CPU per query: fixed part and the block/posting part
         qt = ["and" if x else "single" for x in self.trace.qtype[: self.nq_pass]]

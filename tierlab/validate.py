@@ -39,7 +39,9 @@ row's own probe right before and after its run, ROW/measured/real.yaml,
 which its model gets). Emulated rows are also charged the runtime's
 page-cache hits, a base-prefetch worker's page copies and the bookkeeping of
 a read (the table's page_hit_ns, page_touch_ns, page_miss_ns), and a waiting
-thread spins as long as the runtime's did (handoff_spin_ns). The runtime's
+thread spins as long as the runtime's did (handoff_spin_ns). On the real
+device the base and hybrid rows' page cache is FIFO (page_cache_policy: the
+kernel ignores accessed bits of the runtime's MADV_RANDOM mapping). The runtime's
 segment cache lives in DRAM (`--slow-tier dram`), so the model's slow tier
 is `ddr4-2666` (tier factor 1). Both do one cold pass.
 
@@ -891,6 +893,11 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
         doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
     if spin_ns is not None:
         doc["handoff_spin_ns"] = int(spin_ns)
+    if is_real and v["config"] in ("base", "hybrid"):
+        # every read of the index is through its MADV_RANDOM mapping, whose accessed bits
+        # Linux (6.3 on: vma_has_recency) ignores: its page cache keeps these pages in FIFO
+        # order; a prefetch worker's pread marks them accessed, as LRU assumes
+        doc["page_cache_policy"] = "fifo"
     if not is_real:  # the runtime's emulated page cache: each block access costs a hit,
         doc["page_hit_ns"] = "table"  # each page a base-prefetch worker reads a touch,
         doc["page_touch_ns"] = "table"  # and each read its frames' bookkeeping

@@ -127,6 +127,15 @@ def test_handoff_spin_defaults_to_the_runtimes():
             C.validate(base(handoff_spin_ns=bad))
 
 
+def test_the_page_cache_is_lru_or_fifo():
+    assert C.validate(base()).values["page_cache_policy"] == "lru"
+    res = C.run(C.validate(base(config="base", page_cache_policy="fifo")))
+    assert json.loads(res.run["params"])["page_cache_policy"] == "fifo"
+    for bad in ("belady", "LRU", 1):  # belady needs next uses the page cache does not pass
+        with pytest.raises(TierlabError, match="page_cache_policy"):
+            C.validate(base(page_cache_policy=bad))
+
+
 def test_page_hit_cost_comes_from_the_table_or_the_config():
     cfg = C.validate(base())
     assert cfg.values["page_hit_ns"] == 0  # the OS page cache through a mapping: no extra cost

@@ -342,6 +342,21 @@ def test_every_read_through_the_page_cache_pays_page_miss_ns_before_its_device_t
     assert lat[-1] == 0  # the repeat is a hit: no read, nothing charged
 
 
+def test_a_fifo_page_cache_does_not_keep_a_repeated_term():
+    def misses(policy):
+        ix = index_of([2 * PAGE] * 3)  # a DID page and a freq page each, none shared
+        tr = trace_of([[0], [1], [0], [2], [0]])
+        p = Params(config="base", cache_bytes=4 * PAGE, passes=1, readahead_bytes=PAGE,
+                   page_cache_policy=policy)
+        sim = Simulation(ix, tr, p, Costs(query_ns=1000), fast_device(read_latency_ns=0.0),
+                         None).run()
+        return sim.query_rows()["page_cache_misses"].tolist()
+
+    # the cache holds two terms
+    assert misses("lru") == [2, 2, 0, 2, 0]   # the repeat moved term 0 up: term 1 goes
+    assert misses("fifo") == [2, 2, 0, 2, 2]  # term 0 came first, so it goes first
+
+
 def test_each_block_from_the_page_cache_costs_two_page_hits():
     def cached_latency(config, page_hit_ns):
         ix = index_of([PAGE], blocks=[3])

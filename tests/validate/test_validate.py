@@ -43,7 +43,7 @@ def test_rows_are_the_product_without_repeats():
 
 
 def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
-    g = V.parse(_grid(config=["base", "hybrid"], device=["real", "nvme-p4800x"]))
+    g = V.parse(_grid(config=["base", "hybrid", "base-prefetch"], device=["real", "nvme-p4800x"]))
     docs = {(r.values["config"], r.values["device"]):
             V._model_doc(r, 100_000, tmp_path, tmp_path / "w", tmp_path / "c.json",
                          V.RealDevice(tmp_path / "real.yaml",
@@ -63,6 +63,12 @@ def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
     # (the real device's pages are read through the mapping, as the model's default)
     for key in ("page_hit_ns", "page_miss_ns"):  # and so do its reads' bookkeeping
         assert docs["base", "nvme-p4800x"][key] == "table" and key not in docs["base", "real"]
+    # the kernel keeps pages read only through the MADV_RANDOM mapping in FIFO order; a
+    # prefetch worker's pread marks them accessed (LRU, the default); the emulated cache is LRU
+    assert docs["base", "real"]["page_cache_policy"] == "fifo"
+    assert docs["hybrid", "real"]["page_cache_policy"] == "fifo"
+    assert "page_cache_policy" not in docs["base-prefetch", "real"]
+    assert "page_cache_policy" not in docs["base", "nvme-p4800x"]
 
 
 def test_parameters_a_configuration_does_not_use_make_no_extra_rows():
