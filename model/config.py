@@ -442,9 +442,12 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tr = build_trace(meta, v["workload"], v["seed"])
     p = cfg.params(meta.index_bytes)
     costs = costs if costs is not None else load_costs(v["costs"])
-    for key in PAGE_COST_KEYS:  # ns, or the cost table's measurement
-        ns = v[key] if v[key] != "table" else getattr(costs, key)() if hasattr(costs, key) else 0.0
-        p = dataclasses.replace(p, **{key: float(ns)})
+    def page_cost(key):  # ns, or the cost table's measurement (0 for a table without it)
+        if v[key] != "table":
+            return float(v[key])
+        return getattr(costs, key)() if hasattr(costs, key) else 0.0
+
+    p = dataclasses.replace(p, **{key: page_cost(key) for key in PAGE_COST_KEYS})
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
     def simulate(params, log=None):

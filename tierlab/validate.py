@@ -115,6 +115,8 @@ DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
 REPEAT_BELOW_S = 1.0  # runtime runs shorter than this are repeated (see Noise)
 SPREAD_RERUN = 0.2    # ... and run SPREAD_EXTRA more times when their QPS lie further apart
 SPREAD_EXTRA = 2      # (max - min) / median than this
+LATE_SHARE = 0.02     # an emulated run whose device was late this share of its wall time
+LATE_RETRIES = 2      # does not count and runs again, at most this many more times per row
 # pause between the CPU trace (in this process) and the runtime run: the
 # trace's 26 MB DRAM copy of the index is freed and collected meanwhile, not
 # during the run's first queries (a ~1 ms stall there can tip base-prefetch
@@ -1231,9 +1233,6 @@ def real_cap_notes(measured) -> list[str]:
                    "(smaller cgroup caps get it OOM-killed); the model ran with the raised cap")
     return out
 
-
-LATE_SHARE = 0.02  # an emulated run whose device was late this share of its wall time is flagged
-LATE_RETRIES = 2   # ... and run again, at most this many more times per row
 
 
 def late_share(run) -> float:

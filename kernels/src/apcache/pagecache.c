@@ -238,8 +238,11 @@ int tierlab_apcache_page_miss_ns(uint32_t run_pages, uint32_t passes, double *ns
     for (uint64_t p = 0; !rc && p < FILE_PAGES; p++) /* the medium, resident */
         if (pwrite(fd, page, TL_PAGE, (off_t)(p * TL_PAGE)) != TL_PAGE) rc = TIERLAB_EIO;
     tl_device dev;
-    memset(&dev, 0, sizeof dev);
-    if (!rc) rc = tl_device_init(&dev, 1, 1e18, 0, 0, 1); /* a device that takes no time */
+    int dev_inited = 0;
+    if (!rc) { /* a device that takes no time */
+        rc = tl_device_init(&dev, 1, 1e18, 0, 0, 1);
+        dev_inited = !rc;
+    }
     tl_pcache pc;
     memset(&pc, 0, sizeof pc);
     if (!rc) rc = tl_pcache_init(&pc, &dev, FILE_PAGES, (uint64_t)FRAMES * TL_PAGE,
@@ -284,7 +287,7 @@ int tierlab_apcache_page_miss_ns(uint32_t run_pages, uint32_t passes, double *ns
     free(iov);
     free(page);
     if (pc.inited) tl_pcache_destroy(&pc);
-    if (!rc || dev.slot_free) tl_device_destroy(&dev);
+    if (dev_inited) tl_device_destroy(&dev);
     close(fd);
     return rc;
 }
