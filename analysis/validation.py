@@ -285,6 +285,49 @@ def format_summary(s: Summary, paired: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+FLOOR_TARGETS = ("qps_median_abs_rel_error", "qps_p90_abs_rel_error", "p99_median_abs_rel_error",
+                 "miss_rate_max_abs_pp", "kendall_tau_mean")
+
+
+def noise_floor(paired: pd.DataFrame, twin_paired: pd.DataFrame, cell_keys=None) -> dict:
+    """The runtime against itself: the targets scored on twin_paired (each
+    row's kept run against another run of the same row, `pair(measured,
+    twins)`), next to the model's score on the same rows (paired, restricted
+    to them). A target the runtime misses against itself lies below the
+    machine's run-to-run noise: no prediction can be held to it there."""
+    f, _ = summarise(twin_paired, cell_keys=cell_keys)
+    m, _ = summarise(paired, cell_keys=cell_keys)
+    return {"rows": f.rows,
+            "what": "each row's kept runtime run against another run of the same row (its "
+                    "twin), scored as the model is; the model's score on the same rows beside it",
+            "targets": {k: {"threshold": f.checks[k]["target"], "model": m.checks[k]["value"],
+                            "model_met": bool(m.checks[k]["met"]),
+                            "runtime_vs_itself": f.checks[k]["value"],
+                            "noise_allows_it": bool(f.checks[k]["met"])}
+                        for k in FLOOR_TARGETS},
+            "by_device": by_group(twin_paired, "device")}
+
+
+def format_floor(floor: dict) -> str:
+    """noise_floor as lines for the terminal."""
+    lines = [f"noise floor: the runtime against itself on {floor['rows']} rows (each row's "
+             "kept run scored against another run of it, as the model is scored):",
+             f"  {'':<28} {'model':>8} {'itself':>8}  target"]
+    for name, t in floor["targets"].items():
+        lines.append(f"  {name:<28} {t['model']:8.3f} {t['runtime_vs_itself']:8.3f}  "
+                     f"{t['threshold']}")
+    below = [k for k, t in floor["targets"].items() if not t["noise_allows_it"]]
+    if below:
+        lines.append("  the runtime misses these against itself here (the target lies below this "
+                     "machine's run-to-run noise): " + ", ".join(below))
+    lines.append("  runtime against itself by device, median |QPS| / median |p99| / max miss pp: "
+                 + "; ".join(f"{d} {g['qps_median_abs_rel_error']:.3f} / "
+                             f"{g['p99_median_abs_rel_error']:.3f} / "
+                             f"{g['miss_rate_max_abs_pp']:.1f}"
+                             for d, g in floor["by_device"].items()))
+    return "\n".join(lines)
+
+
 def bistable_summary(paired: pd.DataFrame) -> dict | None:
     """The rows whose model run has a second steady state, how many of them
     the runtime settled in, and the summary numbers with that state's
@@ -322,10 +365,10 @@ def by_group(paired: pd.DataFrame, key: str) -> dict:
     return out
 
 
-def format_markdown(paired: pd.DataFrame, s: Summary) -> str:
+def format_markdown(paired: pd.DataFrame, s: Summary, floor: dict | None = None) -> str:
     """The error table as markdown: one line per run with measured and
     predicted QPS, p99 and miss rates, the relative errors and the diagnosis,
-    after the targets."""
+    after the targets (and the noise floor, `noise_floor`, when given)."""
     def f(x, fmt):
         return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
@@ -336,6 +379,17 @@ def format_markdown(paired: pd.DataFrame, s: Summary) -> str:
         v = c["value"]
         lines.append(f"| {name} | {f(v, '.3f') if isinstance(v, float) else v} | "
                      f"{c['target']} | {'yes' if c['met'] else '**no**'} |")
+    if floor:
+        lines += ["", f"Noise floor: the runtime against itself on {floor['rows']} rows (each "
+                  "row's kept run scored against another run of it, as the model is scored). "
+                  "Where the runtime misses a target against itself, the target lies below "
+                  "this machine's run-to-run noise.", "",
+                  "| target | model (same rows) | runtime vs itself | threshold | "
+                  "the noise allows it |", "|---|---|---|---|---|"]
+        for name, t in floor["targets"].items():
+            lines.append(f"| {name} | {f(t['model'], '.3f')} | "
+                         f"{f(t['runtime_vs_itself'], '.3f')} | {t['threshold']} | "
+                         f"{'yes' if t['noise_allows_it'] else '**no**'} |")
     lines += ["", "Miss rates in %; errors are (model - measured) / measured, miss-rate errors "
               "in percentage points.", "",
               "| device | type | rp | cache bytes | config | QPS meas | QPS model | QPS err | "

@@ -21,6 +21,7 @@ the cartesian product, one runtime run and one model run each):
     k: 1024
     cpu: measured                      # or table
     repeats: 3                         # runs of a short row (median kept); 1 = once
+    min_runs: 2                        # every row at least: a twin run for the noise floor
     out: validate-out
 
 Calibration (never from the runtime results validated here): the cost
@@ -55,7 +56,7 @@ with its own CPU trace (all QPS in ROW/measured/repeats.json), and
 SPREAD_EXTRA more times when their QPS lie more than SPREAD_RERUN of their
 median apart (a noisy moment of the host: in one grid a base NVMe row ran
 at 9,666 and 15,985 QPS and three runs between them were late); longer runs
-average the noise themselves and run once. An emulated run whose device
+average the noise themselves and run `min_runs` times (default 2). An emulated run whose device
 was late for more than LATE_SHARE of its wall time (its reads returned
 after their planned completion: the host did not run the thread when due,
 which made 24 of 64 emulated runs 2-15 % late in one grid and 8 of 64 in
@@ -71,6 +72,13 @@ ahead as it may go); the summary counts the bistable rows, names those whose
 runtime settled in the other state, and shows the errors with that state's
 prediction apart from the targets (which keep the prediction made).
 
+Noise floor. Every row runs at least `min_runs` times, so each kept run has
+a twin (`twin_run`: another run of the same row that kept its timing). The
+twins are scored against the kept runs exactly as the model is (the same
+targets, `noise_floor` in analysis/validation.py), beside the model's score
+on the same rows: a target the runtime misses against itself lies below
+this machine's run-to-run noise, and no prediction can be held to it here.
+
 Layout of OUT: index/ (a generated index, with corpus/), workloads/,
 costs.json, devices/real.yaml and real-capN.yaml (and probe-scratch.bin while it runs),
 rows/<row id>/{measured,model}/ (the three
@@ -85,6 +93,7 @@ import hashlib
 import itertools
 import json
 import mmap
+import math
 import os
 import shutil
 import subprocess
@@ -102,7 +111,7 @@ from .errors import TierlabError
 
 GRID_KEYS = ("index", "workload", "config", "cache_bytes", "cache_fraction", "device", "cores",
              "segment_bytes", "lookahead", "dram_budget_bytes", "policy", "readahead_bytes", "k",
-             "costs", "cpu", "repeats", "out")
+             "costs", "cpu", "repeats", "min_runs", "out")
 WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed")
 GENERATE_KEYS = ("size", "codec", "seed")
 ROW_KEYS = ("config", "cache_bytes", "cache_fraction", "device", "cores", "segment_bytes",
@@ -111,7 +120,7 @@ DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
             "device": "nvme-p4800x", "cores": 1, "segment_bytes": 32 * 1024,
             "lookahead": "default", "dram_budget_bytes": 50_000_000, "policy": "lru",
             "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure", "cpu": "measured",
-            "repeats": 3, "out": "validate-out"}
+            "repeats": 3, "min_runs": 2, "out": "validate-out"}
 REPEAT_BELOW_S = 1.0  # runtime runs shorter than this are repeated (see Noise)
 SPREAD_RERUN = 0.2    # ... and run SPREAD_EXTRA more times when their QPS lie further apart
 SPREAD_EXTRA = 2      # (max - min) / median than this
@@ -162,6 +171,7 @@ class Grid:
     costs: str         # "measure" or a cost table file
     cpu: str = "measured"  # the model's CPU per query: "measured" (query run trace) or "table"
     repeats: int = 3       # runs of a short runtime row (the median-QPS run kept)
+    min_runs: int = 2      # runs of every row at least (noise floor: `twin_run`)
     doc: dict = field(default_factory=dict)
 
     def workloads(self) -> list[dict]:
@@ -359,6 +369,7 @@ def parse(doc, where: str = "grid") -> Grid:
                            f"query run of the workload in DRAM) or 'table' (the cost table's "
                            f"formula), got {cpu!r}")
     repeats = _int("repeats", doc.get("repeats", DEFAULTS["repeats"]))
+    min_runs = _int("min_runs", doc.get("min_runs", DEFAULTS["min_runs"]))
     vals = {k: _listed(k, doc.get(k, DEFAULTS.get(k))) for k in ROW_KEYS}
     rows, seen = [], set()
     for combo in itertools.product(*vals.values(), range(len(wls))):
@@ -366,6 +377,8 @@ def parse(doc, where: str = "grid") -> Grid:
         if r is None:
             continue
         w = wls[combo[-1]]
+        # min_runs is not part of it: a row measured with fewer runs is still a
+        # measurement, only without a twin for the noise floor
         key = {"row": r, "workload": w, "index": index, "cpu": cpu, "repeats": repeats,
                "cpu_trace": "per run"}
         if r["device"] == REAL:  # rows measured under the kernel's read-around are stale
@@ -379,7 +392,7 @@ def parse(doc, where: str = "grid") -> Grid:
         cell = _digest({"cell": group, "workload": w, "index": index})
         rows.append(Row(rid, cell, r, w))
     return Grid(index=index, rows=rows, out=Path(out), costs=str(costs), cpu=cpu,
-                repeats=repeats, doc=doc)
+                repeats=repeats, min_runs=min_runs, doc=doc)
 
 
 def load(path) -> Grid:
@@ -927,23 +940,31 @@ def is_done(out: Path, row: Row) -> bool:
 
 
 def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repeats: int,
-             progress=None, cpu: bool = True, device_probe=None) -> None:
-    """The runtime run of a row into `tmp`: once, or, when it took less than
-    REPEAT_BELOW_S, `repeats` times, SPREAD_EXTRA more when the QPS of those
-    lie further apart than SPREAD_RERUN of their median, with the run of the
-    median QPS kept (`median_run`); an emulated run late for more than
-    LATE_SHARE of its wall time does not count and is run again, at most
-    LATE_RETRIES more times (module docstring, Noise); tmp/repeats.json lists
-    every run's QPS and whether it kept its timing. cpu:
+             progress=None, cpu: bool = True, device_probe=None, min_runs: int = 2) -> None:
+    """The runtime run of a row into `tmp`: min_runs times, or, when the
+    first took less than REPEAT_BELOW_S, max(repeats, min_runs) times,
+    SPREAD_EXTRA more when the QPS of those lie further apart than
+    SPREAD_RERUN of their median, with the run of the median QPS kept
+    (`median_run`); an emulated run late for more than LATE_SHARE of its wall
+    time does not count and is run again, at most LATE_RETRIES more times
+    (module docstring, Noise). tmp/repeats.json lists every run's QPS,
+    whether it kept its timing and its metrics, the kept run and its twin
+    (`twin_run`: the noise floor compares the two). cpu:
     a CPU trace before and after each run (tmp/cpu.trace/, `cpu_trace`).
     device_probe (the real device): called before and after each run, its
     reads kept in tmp/device-probe.json."""
     from . import apcache
     from .traces.schema import read_table
 
+    from .analysis.validation import METRICS
+
     runs = []  # (qps, folder, kept timing)
+    metrics = []  # per run: METRICS as measured
     try:
-        want = repeats  # runs to keep the median of; a long run alone averages its noise
+        # runs to keep the median of; a long run averages its noise itself and
+        # runs min_runs times only
+        want = base = max(repeats, min_runs)
+        short = True
         i = 0
         while sum(ok for _, _, ok in runs) < want and i < want + LATE_RETRIES:
             rdir = tmp.with_name(f"{tmp.name}.{i}")
@@ -969,18 +990,22 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
                 shutil.rmtree(before)
             r = read_table(rdir / "cache_run.parquet")[1].iloc[0]
             runs[-1] = (float(r["qps"]), rdir, late_share(r) <= LATE_SHARE)
+            metrics.append({k: _number(r.get(k)) for k in METRICS})
             if i == 0 and float(r["wall_ns"]) >= REPEAT_BELOW_S * 1e9:
-                want = 1
+                want, short = min_runs, False
             kept = [q for q, _, ok in runs if ok]
-            if 1 < want == repeats and len(kept) >= want and spread(kept) > SPREAD_RERUN:
+            if short and 1 < want == base and len(kept) >= want and spread(kept) > SPREAD_RERUN:
                 want += SPREAD_EXTRA  # a noisy moment: a median of more runs
             i += 1
         keep = median_run(runs)
         os.replace(keep[1], tmp)
+        timed = [ok for _, _, ok in runs]
         (tmp / "repeats.json").write_text(json.dumps(
-            {"qps": [q for q, _, _ in runs], "kept_timing": [ok for _, _, ok in runs],
-             "kept": runs.index(keep),
-             "rule": f"runs shorter than {REPEAT_BELOW_S:g} s are repeated {repeats} times, "
+            {"qps": [q for q, _, _ in runs], "kept_timing": timed,
+             "kept": runs.index(keep), "twin": twin_run(runs.index(keep), timed),
+             "metrics": metrics,
+             "rule": f"every row runs {min_runs} time(s) at least; runs shorter than "
+                     f"{REPEAT_BELOW_S:g} s are repeated {base} times, "
                      f"{SPREAD_EXTRA} more when their QPS lie more than {SPREAD_RERUN:.0%} of "
                      f"their median apart; an emulated run whose device was late for more "
                      f"than {LATE_SHARE:.0%} of its wall time is run again (at most "
@@ -990,6 +1015,24 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
         for _, rdir, _ in runs:
             shutil.rmtree(rdir, ignore_errors=True)
             shutil.rmtree(rdir.with_name(rdir.name + ".cpu"), ignore_errors=True)
+
+
+def _number(x):
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def twin_run(kept: int, timed: list) -> int | None:
+    """The run a row's kept run is compared with for the noise floor (the
+    runtime against itself, scored like the model): another run that kept its
+    timing (any other when none did), the nearest in order, the later of two;
+    None for a row that ran once."""
+    others = [i for i, ok in enumerate(timed) if i != kept and ok] or \
+        [i for i in range(len(timed)) if i != kept]
+    return min(others, key=lambda i: (abs(i - kept), i < kept)) if others else None
 
 
 def spread(qps) -> float:
@@ -1015,8 +1058,8 @@ def median_run(runs: list):
 
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
             real: RealDevice | None, index_bytes: int, progress=None, cpu: bool = True,
-            repeats: int = 1) -> bool:
-    """The runtime run, then the model run, of one row, each written to its
+            repeats: int = 1, min_runs: int = 1) -> bool:
+    """The runtime run (`_measure`), then the model run, of one row, each written to its
     folder at once (a temporary name renamed into place). A runtime run that
     fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
     tries it again. cpu: the model replays the CPU trace taken with the
@@ -1039,7 +1082,8 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
             return runtime_pair(real.scratch, ra, cap, ROW_PROBE_READS)
         try:
             _measure(row, index, workload, tmp, cache, repeats, progress, cpu,
-                     own_probe if row.values["device"] == REAL and real else None)
+                     own_probe if row.values["device"] == REAL and real else None,
+                     min_runs=min_runs)
         except TierlabError as e:  # e.g. OOM-killed in its cgroup: a failed row, not the grid
             shutil.rmtree(tmp, ignore_errors=True)
             (d / "failed.json").write_text(json.dumps({"side": "measured", "error": str(e)})
@@ -1131,6 +1175,31 @@ def collect(grid: Grid) -> tuple:
     return pd.concat(meas, ignore_index=True), pd.concat(mod, ignore_index=True)
 
 
+def collect_twins(grid: Grid, measured):
+    """The runtime's side of the noise floor: each finished row that ran more
+    than once (repeats.json `twin`) as its measured row with the metrics of
+    its twin run instead of the kept one; None when no row has a twin."""
+    import pandas as pd
+
+    from .analysis.validation import METRICS
+
+    out = []
+    for r in grid.rows:
+        f = row_dir(grid.out, r) / "measured" / "repeats.json"
+        if not f.exists() or not is_done(grid.out, r):
+            continue
+        rep = json.loads(f.read_text())
+        t, runs = rep.get("twin"), rep.get("metrics")
+        row = measured[measured["row_id"] == r.id].copy()
+        if t is None or not runs or len(row) != 1:
+            continue
+        for k in METRICS:
+            v = runs[t].get(k)
+            row[k] = math.nan if v is None else v
+        out.append(row)
+    return pd.concat(out, ignore_index=True) if out else None
+
+
 def _normalise(df):
     """The PARAM_KEYS the runtime and the model spell differently for one run,
     from the grid row (both sides alike); what each side reported is kept in
@@ -1180,6 +1249,13 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
     keys = val.PARAM_KEYS + ["cell", "row_id"]
     paired = val.pair(m, p, keys=keys)
     summary, cells = val.summarise(paired, cell_keys=["cell"])
+    # the runtime against itself (a second run of each row scored like the model)
+    floor, twins = None, collect_twins(grid, measured)
+    if twins is not None:
+        twins = _normalise(twins)
+        same = m["row_id"].isin(twins["row_id"])
+        floor = val.noise_floor(paired[paired["row_id"].isin(twins["row_id"])],
+                                val.pair(m[same], twins, keys=keys), cell_keys=["cell"])
     # the same targets without the real device (emulated devices only), when both exist
     emulated = None
     if (paired["device"] == REAL).any() and (paired["device"] != REAL).any():
@@ -1188,7 +1264,7 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
     tmp = out / f".validation.csv.tmp-{os.getpid()}"
     paired.to_csv(tmp, index=False)
     os.replace(tmp, out / "validation.csv")
-    (out / "validation.md").write_text(val.format_markdown(paired, summary))
+    (out / "validation.md").write_text(val.format_markdown(paired, summary, floor))
     val.parity_plot(paired, out / "parity.png")
     mism = param_mismatches(measured, model)
     doc = {"rows": summary.rows, "cells": summary.cells, "met": summary.met,
@@ -1200,6 +1276,7 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
            "bistable": val.bistable_summary(paired),
            "by_device": val.by_group(paired, "device"),
            "by_config": val.by_group(paired, "config"),
+           "noise_floor": floor,
            "targets_emulated_devices_only": None if emulated is None else {
                k: {"value": c["value"], "threshold": c["target"], "met": bool(c["met"])}
                for k, c in emulated.checks.items()},
@@ -1207,6 +1284,8 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=_json) + "\n")
     text = val.format_summary(summary, paired)
+    if floor is not None:
+        text += "\n" + val.format_floor(floor)
     if emulated is not None:
         text += "\nwithout the real device (emulated devices only):\n" + "\n".join(
             val.format_summary(emulated, paired[paired["device"] != REAL]).splitlines()[:7])
@@ -1357,7 +1436,8 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> dict | None:
             bar.set_postfix_str(r.label(), refresh=True)
             ok = run_row(r, grid.out, index=index, workload=wfiles[workload_name(r.workload)],
                     costs=costs, costs_path=costs_path, real=real, index_bytes=ib,
-                    cpu=grid.cpu == "measured", repeats=grid.repeats)
+                    cpu=grid.cpu == "measured", repeats=grid.repeats,
+                    min_runs=grid.min_runs)
             if not ok:
                 err = json.loads((row_dir(grid.out, r) / "failed.json").read_text())["error"]
                 failed.append(f"{r.label()} (row {r.id}): {err}")

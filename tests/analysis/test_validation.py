@@ -157,3 +157,31 @@ def test_a_bistable_row_measured_in_the_predicted_state_is_not_swapped():
     assert not any(v.other_state(r) for r in v.pair(meas, mod).to_dict("records"))
     # a model table without the check pairs as before
     assert "bistable" not in v.pair(_runs("measured"), _runs("model")).columns
+
+
+def test_noise_floor_scores_the_runtime_against_itself_beside_the_model():
+    measured = _runs("measured")
+    model = v.pair(measured, _runs("model", qps_scale=1.03))  # 3 % off everywhere
+    # a twin run 10 % slower in every second row, its miss rate 4 pp higher: noisier
+    # than the 5 % QPS target at the p90, and than 2 pp
+    twin = _runs("measured")
+    twin.loc[twin.index % 2 == 1, "qps"] *= 0.9
+    twin.loc[twin.index % 2 == 1, "page_cache_miss_rate"] += 0.04
+    floor = v.noise_floor(model, v.pair(measured, twin))
+    t = floor["targets"]
+    assert floor["rows"] == len(measured) and set(t) == set(v.FLOOR_TARGETS)
+    assert t["qps_median_abs_rel_error"]["model"] == pytest.approx(0.03)
+    assert t["qps_median_abs_rel_error"]["runtime_vs_itself"] == pytest.approx(0.05)
+    assert t["qps_p90_abs_rel_error"]["runtime_vs_itself"] == pytest.approx(0.1)
+    assert t["miss_rate_max_abs_pp"]["runtime_vs_itself"] == pytest.approx(4.0)
+    assert not t["miss_rate_max_abs_pp"]["noise_allows_it"]
+    assert t["qps_p90_abs_rel_error"]["noise_allows_it"]  # 0.1 <= 0.15
+    assert t["miss_rate_max_abs_pp"]["model_met"]
+    text = v.format_floor(floor)
+    assert "miss_rate_max_abs_pp" in text.splitlines()[-2] and "below" in text
+    md = v.format_markdown(model, v.summarise(model)[0], floor)
+    assert "| miss_rate_max_abs_pp | 0.000 | 4.000 | <= 2.0 | **no** |" in md
+    # a twin identical to the kept run: no noise, every target allowed
+    same = v.noise_floor(model, v.pair(measured, _runs("measured")))
+    assert all(x["noise_allows_it"] for x in same["targets"].values())
+    assert same["targets"]["kendall_tau_mean"]["runtime_vs_itself"] == 1.0

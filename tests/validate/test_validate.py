@@ -160,7 +160,18 @@ def test_short_rows_keep_the_median_of_their_repeats(tiny):
         kept = m["qps"].iloc[0]
         assert kept == qps[rep["kept"]] and kept in pool
         assert abs(kept - np.median(pool)) == min(abs(q - np.median(pool)) for q in pool)
+        assert rep["twin"] is not None and rep["twin"] != rep["kept"]
+        assert rep["metrics"][rep["kept"]]["qps"] == kept
     assert not list((tiny / "rows").glob("*/.measured*"))  # the other runs are gone
+    # the noise floor: each row's twin run scored as the model is
+    s = json.loads((tiny / "summary.json").read_text())
+    floor = s["noise_floor"]
+    assert floor["rows"] == 8 and set(floor["targets"]) >= {"qps_median_abs_rel_error",
+                                                            "kendall_tau_mean"}
+    t = floor["targets"]["qps_median_abs_rel_error"]
+    assert t["model"] == pytest.approx(s["targets"]["qps_median_abs_rel_error"]["value"])
+    assert t["runtime_vs_itself"] >= 0 and isinstance(t["noise_allows_it"], bool)
+    assert "Noise floor" in (tiny / "validation.md").read_text()
     grid = V.parse(yaml.safe_load(TINY.read_text()))
     grid.out = tiny
     notes = V.spread_notes(grid)  # the runtime's own noise, next to the model's errors
@@ -169,23 +180,27 @@ def test_short_rows_keep_the_median_of_their_repeats(tiny):
     assert 1 <= int(notes[0].rsplit("(", 1)[1].split()[0]) <= 8
 
 
-@pytest.mark.parametrize("plan, kept, runs", [
-    # short runs: the late first one is run again; the median of three that kept time
-    ([(100, 0.05, 0.1), (90, 0.0, 0.1), (85, 0.0, 0.1), (80, 0.0, 0.1)], 85, 4),
-    # a long run: once, unless late; then again, at most LATE_RETRIES more times
-    ([(50, 0.05, 2.0), (60, 0.03, 2.0), (55, 0.0, 2.0)], 55, 3),
-    ([(50, 0.05, 2.0), (60, 0.03, 2.0), (40, 0.04, 2.0)], 50, 3),  # none kept time: all count
-    ([(50, 0.0, 2.0)], 50, 1),
+@pytest.mark.parametrize("plan, kept, runs, twin, min_runs", [
+    # short runs: the late first one is run again; the median of three that kept time,
+    # compared for the noise floor with the next one that kept time too
+    ([(100, 0.05, 0.1), (90, 0.0, 0.1), (85, 0.0, 0.1), (80, 0.0, 0.1)], 85, 4, 3, 2),
+    # a long run: min_runs times, the late ones again, at most LATE_RETRIES more times
+    ([(50, 0.05, 2.0), (60, 0.03, 2.0), (55, 0.0, 2.0)], 55, 3, 1, 1),
+    ([(50, 0.05, 2.0), (60, 0.03, 2.0), (40, 0.04, 2.0)], 50, 3, 1, 1),  # none kept time
+    ([(50, 0.0, 2.0)], 50, 1, None, 1),  # once: no twin
+    ([(50, 0.0, 2.0), (60, 0.0, 2.0)], 50, 2, 1, 2),
+    ([(50, 0.0, 2.0), (60, 0.05, 2.0), (55, 0.0, 2.0)], 55, 3, 0, 2),
     # short runs far apart (a noisy moment): two more, the median of five
-    ([(100, 0.0, 0.1), (50, 0.0, 0.1), (95, 0.0, 0.1), (98, 0.0, 0.1), (40, 0.0, 0.1)], 95, 5),
+    ([(100, 0.0, 0.1), (50, 0.0, 0.1), (95, 0.0, 0.1), (98, 0.0, 0.1), (40, 0.0, 0.1)], 95, 5,
+     3, 2),
     # ... two of them late: run again until five kept time (seven runs at most)
     ([(100, 0.0, 0.1), (60, 0.0, 0.1), (90, 0.0, 0.1), (70, 0.05, 0.1), (80, 0.05, 0.1),
-      (95, 0.0, 0.1), (85, 0.0, 0.1), (1, 0.0, 0.1)], 90, 7),
+      (95, 0.0, 0.1), (85, 0.0, 0.1), (1, 0.0, 0.1)], 90, 7, 1, 2),
     # close together: three are enough
-    ([(100, 0.0, 0.1), (90, 0.0, 0.1), (95, 0.0, 0.1), (10, 0.0, 0.1)], 95, 3),
+    ([(100, 0.0, 0.1), (90, 0.0, 0.1), (95, 0.0, 0.1), (10, 0.0, 0.1)], 95, 3, 1, 2),
 ])
 def test_emulated_runs_that_miss_their_device_timing_are_run_again(tmp_path, monkeypatch, plan,
-                                                                    kept, runs):
+                                                                    kept, runs, twin, min_runs):
     from tierlab import apcache
     from tierlab.traces import schema
 
@@ -200,6 +215,7 @@ def test_emulated_runs_that_miss_their_device_timing_are_run_again(tmp_path, mon
         qps, late, wall_s = plan[int(Path(path).read_text())]
         wall = wall_s * 1e9
         return "cache_run", pd.DataFrame([{"qps": float(qps), "wall_ns": wall,
+                                           "latency_p99_ns": 1e6 / qps,
                                            "params": json.dumps({"device_late_ns": late * wall})}])
 
     monkeypatch.setattr(apcache, "run", fake_run)
@@ -207,12 +223,16 @@ def test_emulated_runs_that_miss_their_device_timing_are_run_again(tmp_path, mon
     monkeypatch.setattr(V, "_runtime_args", lambda row, cache: {})
     tmp = tmp_path / "row" / "measured"
     tmp.parent.mkdir()
-    V._measure(None, tmp_path, tmp_path, tmp, 0, 3, cpu=False)
+    V._measure(None, tmp_path, tmp_path, tmp, 0, 3, cpu=False, min_runs=min_runs)
     assert len(done) == runs
     assert fake_read(tmp / "cache_run.parquet")[1]["qps"].iloc[0] == kept
     rep = json.loads((tmp / "repeats.json").read_text())
     assert rep["qps"] == [q for q, _, _ in plan[:runs]]
     assert rep["kept_timing"] == [late <= V.LATE_SHARE for _, late, _ in plan[:runs]]
+    assert rep["twin"] == twin and plan[rep["kept"]][0] == kept
+    # every run's metrics, as measured (what the run did not report: null)
+    assert [m["latency_p99_ns"] for m in rep["metrics"]] == [1e6 / q for q, _, _ in plan[:runs]]
+    assert all(m["storage_bytes_read"] is None for m in rep["metrics"])
     assert sorted(p.name for p in tmp.parent.iterdir()) == ["measured"]  # the others are gone
 
 
