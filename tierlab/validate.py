@@ -1249,17 +1249,23 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
     keys = val.PARAM_KEYS + ["cell", "row_id"]
     paired = val.pair(m, p, keys=keys)
     summary, cells = val.summarise(paired, cell_keys=["cell"])
-    # the runtime against itself (a second run of each row scored like the model)
-    floor, twins = None, collect_twins(grid, measured)
+    # the runtime against itself: a second run of each row scored like the model
+    twins = collect_twins(grid, measured)
     if twins is not None:
         twins = _normalise(twins)
-        same = m["row_id"].isin(twins["row_id"])
-        floor = val.noise_floor(paired[paired["row_id"].isin(twins["row_id"])],
-                                val.pair(m[same], twins, keys=keys), cell_keys=["cell"])
+        twins = val.pair(m[m["row_id"].isin(twins["row_id"])], twins, keys=keys)
+
+    def floor_of(rows):  # the noise floor over those of `rows` (paired) that have twins
+        tw = None if twins is None else twins[twins["row_id"].isin(rows["row_id"])]
+        return None if tw is None or tw.empty else val.noise_floor(
+            rows[rows["row_id"].isin(tw["row_id"])], tw, cell_keys=["cell"])
+
+    floor = floor_of(paired)
     # the same targets without the real device (emulated devices only), when both exist
-    emulated = None
+    emulated = emulated_floor = None
     if (paired["device"] == REAL).any() and (paired["device"] != REAL).any():
         emulated, _ = val.summarise(paired[paired["device"] != REAL], cell_keys=["cell"])
+        emulated_floor = floor_of(paired[paired["device"] != REAL])
     paired = paired.sort_values(["device", "query_type", "cache_bytes", "config"])
     tmp = out / f".validation.csv.tmp-{os.getpid()}"
     paired.to_csv(tmp, index=False)
@@ -1280,6 +1286,7 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
            "targets_emulated_devices_only": None if emulated is None else {
                k: {"value": c["value"], "threshold": c["target"], "met": bool(c["met"])}
                for k, c in emulated.checks.items()},
+           "noise_floor_emulated_devices_only": emulated_floor,
            "param_mismatches": mism, "notes": list(extra_notes),
            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     (out / "summary.json").write_text(json.dumps(doc, indent=1, default=_json) + "\n")
@@ -1289,6 +1296,8 @@ def analyse(grid: Grid, measured, model, extra_notes=()) -> dict:
     if emulated is not None:
         text += "\nwithout the real device (emulated devices only):\n" + "\n".join(
             val.format_summary(emulated, paired[paired["device"] != REAL]).splitlines()[:7])
+        if emulated_floor is not None:
+            text += "\n" + "\n".join(val.format_floor(emulated_floor).splitlines()[:-1])
     return {"summary": summary, "paired": paired, "cells": cells, "doc": doc, "text": text}
 
 

@@ -317,6 +317,25 @@ def test_a_raised_real_page_cache_is_not_a_parameter_mismatch(tiny):
     assert len(V.param_mismatches(m, p)) == 1
 
 
+def test_the_noise_floor_is_given_without_the_real_device_too(tiny, tmp_path):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(tiny, out)
+    grid = V.parse(yaml.safe_load(TINY.read_text()))
+    grid.out = out
+    m, p = V.collect(grid)
+    real = m["workload_type"] == "and"  # call the AND rows real: 4 rows, one cell
+    for df in (m, p):
+        df.loc[real.to_numpy(), "device_label"] = V.REAL
+    res = V.analyse(grid, m, p)
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["noise_floor"]["rows"] == 8
+    assert doc["noise_floor_emulated_devices_only"]["rows"] == 4
+    assert set(doc["noise_floor"]["by_device"]) == {"nvme-p4800x", V.REAL}
+    assert res["text"].count("noise floor: the runtime against itself") == 2
+
+
 def test_rerun_skips_finished_rows_and_redoes_a_missing_side(tiny):
     rows = sorted((tiny / "rows").iterdir())
     assert len(rows) == 8
