@@ -56,10 +56,10 @@ with its own CPU trace (all QPS in ROW/measured/repeats.json), and
 SPREAD_EXTRA more times when their QPS lie more than SPREAD_RERUN of their
 median apart (a noisy moment of the host: in one grid a base NVMe row ran
 at 9,666 and 15,985 QPS and three runs between them were late); longer runs
-average the noise themselves and run `min_runs` times (default 2). An emulated run whose device
-was late for more than LATE_SHARE of its wall time (its reads returned
-after their planned completion: the host did not run the thread when due,
-which made 24 of 64 emulated runs 2-15 % late in one grid and 8 of 64 in
+average the noise themselves and run `min_runs` times (default 2). An
+emulated run whose device was late for more than LATE_SHARE of its wall
+time (its reads returned after their planned completion: the host did not
+run the thread when due, which made 24 of 64 emulated runs 2-15 % late in one grid and 8 of 64 in
 another an hour apart) did not emulate the spec's device and is run again,
 at most LATE_RETRIES more times. Neither side sees the other's
 results. The model resumes a woken thread after the cost table's median
@@ -940,7 +940,7 @@ def is_done(out: Path, row: Row) -> bool:
 
 
 def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repeats: int,
-             progress=None, cpu: bool = True, device_probe=None, min_runs: int = 2) -> None:
+             progress=None, cpu: bool = True, device_probe=None, min_runs: int = 1) -> None:
     """The runtime run of a row into `tmp`: min_runs times, or, when the
     first took less than REPEAT_BELOW_S, max(repeats, min_runs) times,
     SPREAD_EXTRA more when the QPS of those lie further apart than
@@ -954,9 +954,8 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
     device_probe (the real device): called before and after each run, its
     reads kept in tmp/device-probe.json."""
     from . import apcache
-    from .traces.schema import read_table
-
     from .analysis.validation import METRICS
+    from .traces.schema import read_table
 
     runs = []  # (qps, folder, kept timing)
     metrics = []  # per run: METRICS as measured
@@ -990,7 +989,7 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
                 shutil.rmtree(before)
             r = read_table(rdir / "cache_run.parquet")[1].iloc[0]
             runs[-1] = (float(r["qps"]), rdir, late_share(r) <= LATE_SHARE)
-            metrics.append({k: _number(r.get(k)) for k in METRICS})
+            metrics.append({k: _finite(r.get(k)) for k in METRICS})
             if i == 0 and float(r["wall_ns"]) >= REPEAT_BELOW_S * 1e9:
                 want, short = min_runs, False
             kept = [q for q, _, ok in runs if ok]
@@ -1017,7 +1016,8 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
             shutil.rmtree(rdir.with_name(rdir.name + ".cpu"), ignore_errors=True)
 
 
-def _number(x):
+def _finite(x) -> float | None:
+    """A metric for JSON: a float, or None for what is missing or not finite."""
     try:
         x = float(x)
     except (TypeError, ValueError):
