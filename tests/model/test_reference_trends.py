@@ -121,6 +121,22 @@ def test_multicore_trend():
     assert not R.multicore(mc_rows([10, 6, 7, 8], p99_grows=False))["holds"]  # flat tail
 
 
+def test_multicore_names_the_cpu_factor_when_the_ssds_never_wait_for_storage():
+    rows = mc_rows([10, 6, 7, 8], ssd=(10, 19.5, 28.5, 37))
+    rows["params"] = [json.dumps({"cores_cpu_factor": 1 + 0.03 * (c - 1),
+                                  "cores_cpu_factor_source": "measured up to 2 cores"})
+                      for c in rows["cores"]]
+    t = R.multicore(rows)
+    assert not t["holds"]  # 4-core efficiency 0.925
+    ssd = [r for r in t["numbers"] if r["device"] == "sas-ssd"][0]
+    assert ssd["cpu_factor"] == [1.0, 1.03, 1.06, 1.09]
+    assert "cpu_factor >= 1.111" in t["cpu_bound_ssds"] and "measured up to 2" in \
+        t["cpu_bound_ssds"]
+    assert "cpu_factor >= 1.111" in R.format_trends({"multicore": t})
+    rows.loc[rows["device"] == "sas-ssd", "query_wait_ns"] = 2e8  # 20 % waiting for storage
+    assert "cpu_bound_ssds" not in R.multicore(rows)
+
+
 def test_figures_are_drawn(tmp_path):
     paths = R.plot_all(main_rows(), la_rows(0.5), mc_rows([10, 6, 7, 8]), tmp_path)
     assert len(paths) == 4 and all(p.stat().st_size > 1000 for p in paths)
