@@ -49,7 +49,8 @@ def test_saturation_prefetch_and_dram_trends_hold_on_matching_numbers():
     m = main_rows()
     t = R.saturation(m)
     assert t["holds"], t["exceptions"]
-    assert R.prefetch_hides_nvme(m)["holds"]
+    p = R.prefetch_hides_nvme(m)
+    assert p["holds"] and p["numbers"][0]["hdd_prefetch_waits_smallest"] == 0.5
     d = R.dram_saved(m)
     assert d["holds"] and d["numbers"][0]["dram_ratio"] > 10
 
@@ -73,7 +74,8 @@ def test_saturation_rise_is_required_only_where_io_is_exposed():
 
 def test_trends_fail_on_contrary_numbers():
     m = main_rows(hdd_prefetch_small=1.0)  # prefetch hides HDD latency too: not the reference
-    assert not R.prefetch_hides_nvme(m)["holds"]
+    p = R.prefetch_hides_nvme(m)
+    assert not p["holds"] and p["numbers"][0]["hdd_prefetch_waits_smallest"] == 0.0
     m = main_rows()
     m.loc[(m["config"] == "base") & (m["cache_bytes"] == IDX), "qps"] = 30  # falls at the end
     assert not R.saturation(m)["holds"] or R.saturation(m)["curves_holding"] < 1
