@@ -7,8 +7,9 @@ Per core: a query thread, and (except in `base`) one worker:
 - base-prefetch: `base_prefetch_worker` reads the terms of the next queries
   into the page cache, at most LA queries ahead of the query thread;
 - hybrid: `copy_worker` trails the query thread and copies every term it
-  missed in the segment cache from the page cache (or storage, if evicted
-  meanwhile) into the segment cache;
+  missed in the segment cache from the page cache into the segment cache;
+  a term whose pages the page cache no longer holds is skipped (only the
+  query thread reads storage in hybrid, as the runtime's worker);
 - hybrid-prefetch: `prefetch_worker` fills the segment cache with the terms
   of upcoming queries (through the DRAM-budget page cache) under adaptive
   (rolling_sum rule) or fixed lookahead.
@@ -348,7 +349,9 @@ def copy_worker(env, sim, sh):
                 nseg = int(segs[t])
                 acct = sim.acct[j // sim.nocc_pass]
                 acct.block_requests += sim.term_blocks[t]
-                if nseg <= total and not sc.contains(t):
+                if not sim.pc.holds(sh.core, t):  # checked first, as the runtime does
+                    acct.worker_skipped_terms += 1
+                elif nseg <= total and not sc.contains(t):
                     yield from _make_room(env, sim, sh, nseg, -2, acct, False)
                     yield from _fill(env, sim, sh, t, nseg, j, acct)
             j += 1

@@ -100,6 +100,7 @@ class Counters:
     worker_stall_ns: int = 0
     query_wait_ns: int = 0
     evicted_before_use: int = 0
+    worker_skipped_terms: int = 0  # hybrid: gone from the page cache before the copy
     bypassed: int = 0
     page_requests: int = 0   # pages looked up in the page cache (access_many keys)
     block_requests: int = 0  # index blocks of every term access (any actor, any cache)
@@ -413,6 +414,7 @@ class Simulation:
         """Counters outside the schema's columns (go to params JSON)."""
         c = self.acct[-1]
         return {"evicted_before_use": c.evicted_before_use, "bypassed": c.bypassed,
+                "worker_skipped_terms": c.worker_skipped_terms,
                 "page_requests_all_passes": sum(a.page_requests for a in self.acct),
                 "block_requests_all_passes": sum(a.block_requests for a in self.acct),
                 "simulated_ns": int(self.elapsed_ns or 0),

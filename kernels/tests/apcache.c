@@ -167,6 +167,43 @@ static void test_real_readahead(void) {
     close(fd);
 }
 
+static void tl_sink_nothing(void *ctx, uint64_t pos, const uint8_t *p, size_t n) {
+    (void)ctx, (void)pos, (void)p, (void)n;
+}
+
+/* tl_term_held: the hybrid worker copies a term only while the page cache holds
+ * every page of it; asking does not touch the pages (their order is kept). */
+static void test_term_held(void) {
+    enum { PAGES = 16, FRAMES = 4 };
+    int fd = temp_file(PAGES * TL_PAGE);
+    if (fd < 0) return;
+    tl_device dev;
+    tl_pcache pc;
+    CHECK(tl_device_init(&dev, 1, 1e18, 0, 0, 1) == 0, "a device that takes no time");
+    CHECK(tl_pcache_init(&pc, &dev, PAGES, FRAMES * TL_PAGE, TL_PAGE) == 0, "page cache");
+    tl_reader rd = {.pc = &pc, .dev = &dev};
+    rd.f[0] = (tl_file_ref){.fd = fd, .len = PAGES * TL_PAGE, .key0 = 0};
+    rd.f[1] = rd.f[0];
+    /* DIDs in pages 0-1, freqs in page 2 */
+    tl_extent x = {.did_off = 100, .did_len = TL_PAGE, .freq_off = 2 * TL_PAGE + 8,
+                   .freq_len = 16};
+    tl_pstats ps = {0, 0};
+    CHECK(!tl_term_held(&rd, &x), "nothing read yet: not held");
+    for (uint64_t p = 0; p < 3; p++)
+        tl_pcache_read(&pc, &rd.f[0], p * TL_PAGE, 1, tl_sink_nothing, NULL, NULL, &ps);
+    CHECK(tl_term_held(&rd, &x), "pages 0-2 read: held");
+    CHECK(tl_term_held(&rd, &x) && ps.misses == 3, "asking reads nothing, counts nothing");
+    /* two more pages: FIFO-like LRU order evicts page 0 (asking did not touch it) */
+    for (uint64_t p = 5; p < 7; p++)
+        tl_pcache_read(&pc, &rd.f[0], p * TL_PAGE, 1, tl_sink_nothing, NULL, NULL, &ps);
+    CHECK(!tl_term_held(&rd, &x), "page 0 evicted: not held");
+    x.did_off = TL_PAGE, x.did_len = 10;
+    CHECK(tl_term_held(&rd, &x), "pages 1-2 still held");
+    tl_pcache_destroy(&pc);
+    tl_device_destroy(&dev);
+    close(fd);
+}
+
 /* Resident pages of this process (statm), in bytes. */
 static uint64_t rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -491,6 +528,7 @@ int main(void) {
     test_device_rule();
     test_device_late();
     test_real_readahead();
+    test_term_held();
     test_populate();
     test_handoff();
     test_example_1();

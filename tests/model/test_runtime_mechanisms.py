@@ -453,3 +453,26 @@ def test_page_touch_ns_comes_from_the_table():
     with pytest.raises(Exception, match="page_touch_ns"):
         costs_mod.Costs(single=t.single, and_=t.and_, codec="pfor-delta256", block_size=256,
                         extra={"threads": {"page_touch_ns": -1}}).page_touch_ns()
+
+
+def test_a_hybrid_worker_behind_the_page_cache_skips_terms_and_never_reads_storage():
+    from tierlab import specs
+
+    def run(copy_rate):
+        ix = index_of([2 * PAGE] * 6)  # a DID page and a freq page each
+        tr = trace_of([[t] for t in range(6)])
+        p = Params(config="hybrid", cache_bytes=1 << 20, segment_bytes=4096, passes=1,
+                   dram_budget_bytes=6 * PAGE, readahead_bytes=PAGE)  # three terms' pages
+        return Simulation(ix, tr, p, CopyCosts(copy_rate, query_ns=1000),
+                          fast_device(read_latency_ns=1000.0), specs.load("ddr4-2666")).run()
+
+    # copying term 0 takes ~8 ms, each query ~11 us: terms 1 and 2 have left the
+    # page cache when the worker comes to them, terms 3-5 are still there
+    slow = run(1e6)
+    assert slow.extra()["worker_skipped_terms"] == 2
+    q = slow.query_rows()
+    # every read is the query thread's: 2 per term, nothing reread by the worker
+    assert slow.metrics()["storage_reads"] == int(q["page_cache_misses"].sum()) == 12
+    fast = run(None)  # a worker right behind the query thread copies every term
+    assert fast.extra()["worker_skipped_terms"] == 0
+    assert fast.metrics()["storage_reads"] == 12

@@ -144,6 +144,9 @@ void tl_pcache_destroy(tl_pcache *pc);
 int tl_pcache_read(tl_pcache *pc, const tl_file_ref *f, uint64_t off, uint64_t len,
                    tl_sink_fn sink, void *ctx, uint64_t *last_page, tl_pstats *ps);
 uint64_t tl_pcache_used_bytes(tl_pcache *pc);
+/* 1 if every page of [off, off+len) of f has a frame (read or being read),
+ * without touching them: their recency is unchanged. */
+int tl_pcache_holds(tl_pcache *pc, const tl_file_ref *f, uint64_t off, uint64_t len);
 
 /* ---- slowtier.c ------------------------------------------------------------ */
 typedef struct tl_slow {
@@ -298,6 +301,10 @@ int tl_read_term_touch(const tl_reader *rd, const tl_extent *x, uint8_t *buf4k,
  * worker), or straight from the device with pread (hybrid-prefetch). */
 int tl_read_term_chain(const tl_reader *rd, const tl_extent *x, uint8_t **segs,
                        uint64_t segment_bytes, int direct, tl_pstats *ps);
+/* 1 if the page cache still holds every page of the term (the emulated one,
+ * or the kernel's by mincore), without touching them: the hybrid worker
+ * copies a term only then (runtime.c, tl_hybrid_worker). */
+int tl_term_held(const tl_reader *rd, const tl_extent *x);
 /* Real device, before [off, off+len) of a mapped file is touched: counts its
  * pages but *last_page (mincore: resident = hit) and reads the missing ones
  * ahead by f->ra_pages (terms.c: "Readahead on the real device"). */

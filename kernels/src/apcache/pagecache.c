@@ -161,6 +161,16 @@ int tl_pcache_read(tl_pcache *pc, const tl_file_ref *f, uint64_t off, uint64_t l
     return rc;
 }
 
+int tl_pcache_holds(tl_pcache *pc, const tl_file_ref *f, uint64_t off, uint64_t len) {
+    if (!len) return 1;
+    uint64_t p0 = off / TL_PAGE, p1 = (off + len - 1) / TL_PAGE;
+    int held = 1;
+    pthread_mutex_lock(&pc->mu);
+    for (uint64_t p = p0; p <= p1 && held; p++) held = pc->frame_of[f->key0 + p] != TL_NOFRAME;
+    pthread_mutex_unlock(&pc->mu);
+    return held;
+}
+
 uint64_t tl_pcache_used_bytes(tl_pcache *pc) {
     pthread_mutex_lock(&pc->mu);
     uint64_t used = (pc->nframes - pc->nfree) * TL_PAGE;

@@ -58,7 +58,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     const tierlab_apcache_params *p = &r->p;
     const tl_workload *w = &r->wl;
     uint64_t queries = 0, occ = 0, ph = 0, pm = 0, sh = 0, sm = 0, stall = 0, wait = 0;
-    uint64_t evictions = 0, rule = 0, pinned = 0, bypassed = 0, late = 0;
+    uint64_t evictions = 0, rule = 0, pinned = 0, bypassed = 0, late = 0, skipped = 0;
     double la_sum = 0;
     uint64_t la_n = 0;
     for (uint32_t i = 0; i < r->nshards; i++) {
@@ -79,6 +79,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
         sm += s->seg_misses;
         stall += s->worker_stall_ns;
         late += s->evicted_before_use;
+        skipped += s->worker_skipped;
         if (s->has_cache) {
             tierlab_cache_stats cst;
             tierlab_cache_get_stats(s->cs.pol, &cst);
@@ -194,6 +195,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     tl_kv_u(f, "pinned_victim_waits", pinned);
     tl_kv_u(f, "bypassed", bypassed);
     tl_kv_u(f, "evicted_before_use", late);
+    tl_kv_u(f, "worker_skipped_terms", skipped);
     fprintf(f, "\n}\n");
     return tl_close_rename(r, f, tmp, "summary.json", err, errlen);
 }

@@ -72,6 +72,7 @@ typedef struct tl_shard {
     tierlab_hit *hits;
     tl_pstats qps, wps;
     uint64_t seg_hits, seg_misses, evicted_before_use;
+    uint64_t worker_skipped; /* hybrid: terms gone from the page cache before the copy */
     uint64_t worker_stall_ns, query_wait_ns;
     int rc;
     char err[TIERLAB_ERRMSG];

@@ -144,6 +144,28 @@ void tl_real_pages(const tl_file_ref *f, uint64_t off, uint64_t len, uint64_t *l
     }
 }
 
+static int tl_range_held(const tl_reader *rd, const tl_file_ref *f, uint64_t off,
+                         uint64_t len) {
+    if (!len) return 1;
+    if (rd->pc) return tl_pcache_holds(rd->pc, f, off, len);
+    uint64_t p = off / TL_PAGE, p1 = (off + len - 1) / TL_PAGE;
+    unsigned char vec[TL_MAX_RA_PAGES];
+    while (p <= p1) {
+        uint64_t n = p1 - p + 1 < TL_MAX_RA_PAGES ? p1 - p + 1 : TL_MAX_RA_PAGES;
+        if (mincore((void *)(f->map + p * TL_PAGE), n * TL_PAGE, vec) != 0)
+            return 1; /* cannot tell: copy it, reading what is missing */
+        for (uint64_t i = 0; i < n; i++)
+            if (!(vec[i] & 1)) return 0;
+        p += n;
+    }
+    return 1;
+}
+
+int tl_term_held(const tl_reader *rd, const tl_extent *x) {
+    return tl_range_held(rd, &rd->f[0], x->did_off, x->did_len) &&
+           tl_range_held(rd, &rd->f[1], x->freq_off, x->freq_len);
+}
+
 /* ---- block sources ------------------------------------------------------------ */
 
 static void tl_sink_copy(void *ctx, uint64_t pos, const uint8_t *p, size_t n) {
