@@ -21,7 +21,9 @@
  *   hybrid          the query thread serves a term from the segment cache
  *                   when it is there (pinned while in use) and from storage
  *                   otherwise; the worker trails it, copying every term it
- *                   missed into the segment cache (from the page cache);
+ *                   missed into the segment cache (from the page cache;
+ *                   a term the page cache no longer holds whole is
+ *                   skipped: only the query thread reads storage);
  *   hybrid-prefetch the worker prefetches the terms of upcoming queries
  *                   straight into the segment cache (pread into the chain,
  *                   or through the emulated page cache = the DRAM budget)
