@@ -160,6 +160,11 @@ class Cache:
     def contains(self, key: int) -> bool:
         return self._lib.tierlab_cache_contains(self._c, self._key(key)) == 1
 
+    def contains_range(self, key0: int, n: int) -> bool:
+        """Whether keys key0 .. key0 + n - 1 are all held (one C call)."""
+        return self._lib.tierlab_cache_contains_range(self._c, _u64("key", key0),
+                                                      _u64("n", n)) == 1
+
     def touch(self, key: int, next_use: int | None = None) -> bool:
         """A hit without the miss path: True if the key was held."""
         return self._lib.tierlab_cache_touch(self._c, self._key(key), self._next(next_use)) == 1

@@ -104,13 +104,8 @@ class PageCache:
         """Whether every page of `term` in shard `shard` is resident, without
         accessing them (their recency is unchanged)."""
         m = self.map
-        contains = self.cache.contains
-        for f in (0, 1):
-            k0 = int(m.key0[f][term]) + shard * m.keys_per_shard
-            # the oldest pages first: under LRU or FIFO they leave first
-            if not all(contains(k0 + i) for i in range(int(m.npages[f][term]))):
-                return False
-        return True
+        return all(self.cache.contains_range(int(m.key0[f][term]) + shard * m.keys_per_shard,
+                                             int(m.npages[f][term])) for f in (0, 1))
 
     def read_term(self, shard: int, term: int, acct, who: str = "", interleave: bool = False):
         """Process step: access every page of `term` in shard `shard` (both

@@ -628,6 +628,9 @@ int64_t tierlab_cache_access_many(tierlab_cache *c, const uint64_t *keys, const 
  * path of access to the free list. touch, insert and remove return
  * TIERLAB_EINVAL for key >= nkeys; contains returns 0. */
 int tierlab_cache_contains(const tierlab_cache *c, uint64_t key);
+/* 1 if keys key0 .. key0 + n - 1 are all present (n = 0: 1), no state change;
+ * 0 if one is not or the range leaves 0 .. nkeys - 1. */
+int tierlab_cache_contains_range(const tierlab_cache *c, uint64_t key0, uint64_t n);
 int tierlab_cache_touch(tierlab_cache *c, uint64_t key, uint64_t next_use);
 int tierlab_cache_insert(tierlab_cache *c, uint64_t key, uint64_t size, uint64_t next_use);
 int tierlab_cache_victim(tierlab_cache *c, uint64_t *key, uint64_t *size);

@@ -183,6 +183,11 @@ def test_every_policy_invariants(policy, trace):
     assert st["hits"] + st["misses"] == keys.size
     held = [k for k in range(nkeys) if c.contains(k)]
     assert len(held) == st["keys"] and size_of[held].sum() == st["used"]
+    # a range is held when each of its keys is; asking changes nothing
+    for k0 in range(0, nkeys - 3, 7):
+        assert c.contains_range(k0, 3) == all(c.contains(k) for k in range(k0, k0 + 3))
+    assert c.contains_range(0, 0) and not c.contains_range(nkeys - 1, 2)
+    assert c.stats == st
     # step-wise: victim names what evict takes, until empty
     evicted = 0
     while (v := c.victim()) is not None:

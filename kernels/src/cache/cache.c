@@ -125,6 +125,13 @@ int tierlab_cache_contains(const tierlab_cache *c, uint64_t key) {
     return c && key < c->nkeys && tlc_held(&c->node[key]);
 }
 
+int tierlab_cache_contains_range(const tierlab_cache *c, uint64_t key0, uint64_t n) {
+    if (!c || key0 > c->nkeys || n > c->nkeys - key0) return 0;
+    for (uint64_t k = key0; k < key0 + n; k++)
+        if (!tlc_held(&c->node[k])) return 0;
+    return 1;
+}
+
 int tierlab_cache_touch(tierlab_cache *c, uint64_t key, uint64_t next_use) {
     if (c == NULL || key >= c->nkeys) return TIERLAB_EINVAL;
     if (!tlc_held(&c->node[key])) return 0;
