@@ -310,7 +310,7 @@ How fast the SimPy model of APCache is (tierlab.bench.model). Runs a share
 `tierlab model reference` (4 configurations x 8 cache sizes x 3 RP x HDD and
 NVMe x SINGLE and AND, 1,000 H queries and 2 passes each, at the reference
 scale: 384 runs) in --workers processes and extrapolates the wall time to the
-whole grid (--full runs all of it, about 10 minutes). Reports simulated block
+whole grid (--full runs all of it, about 2 minutes on 2 cores). Reports simulated block
 and page requests per second, and the LRU bookkeeping rate of the model's C
 cache side by side with libCacheSim's LRU on the same page-request trace.
 Targets: the grid in <= 10 minutes, >= 5 M requests/s of LRU bookkeeping.

@@ -38,7 +38,8 @@ _REF_HELP = paragraphs(
     "lookahead 16/64 vs adaptive at small caches, and 1-4 cores on HDD, SAS SSD and NVMe. "
     "Prints the numbers behind each trend and whether it holds (computed from the results), "
     "writes OUT/trends.json and the figures (qps_vs_cache.png, lookahead.png, dram.png, "
-    "multicore.png). Finished cells are kept: a rerun continues. About 10 minutes on 2 cores.")
+    "multicore.png). Finished cells are kept: a rerun continues. About 5 minutes on 2 cores "
+    "(about 2 more the first time, to measure the cost table).")
 
 
 def _set_pairs(pairs) -> dict:
