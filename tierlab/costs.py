@@ -669,8 +669,8 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
                             f"runtime's emulated page cache, 16 MiB resident, median of "
                             f"{COPY_PROBE_REPS} passes; page_miss_ns: "
                             f"tierlab_apcache_page_miss_ns, a read of {MISS_PROBE_RUN_PAGES} pages "
-                            f"through it on a device that "
-                            f"takes no time (frames reserved, evicting, and released) less the "
+                            f"through it on a device that takes no time (frames reserved, "
+                            f"evicting, and released) less the "
                             f"preadv alone, median of {MISS_PROBE_PASSES} passes",
             "copy_how": f"tierlab_apcache_copy_rate: {COPY_PROBE_BYTES >> 20} MiB copied page by "
                         f"page (lock, LRU touch, chain write) into cold 32 KiB segments, median "

@@ -1175,6 +1175,12 @@ def collect(grid: Grid) -> tuple:
     return pd.concat(meas, ignore_index=True), pd.concat(mod, ignore_index=True)
 
 
+def read_repeats(grid: Grid, row: Row) -> dict | None:
+    """ROW/measured/repeats.json (`_measure`), or None before the row ran."""
+    f = row_dir(grid.out, row) / "measured" / "repeats.json"
+    return json.loads(f.read_text()) if f.exists() else None
+
+
 def collect_twins(grid: Grid, measured):
     """The runtime's side of the noise floor: each finished row that ran more
     than once (repeats.json `twin`) as its measured row with the metrics of
@@ -1184,15 +1190,13 @@ def collect_twins(grid: Grid, measured):
     from .analysis.validation import METRICS
 
     out = []
+    by_id = dict(tuple(measured.groupby("row_id")))
     for r in grid.rows:
-        f = row_dir(grid.out, r) / "measured" / "repeats.json"
-        if not f.exists() or not is_done(grid.out, r):
+        rep = read_repeats(grid, r) if r.id in by_id else None
+        t, runs = (rep.get("twin"), rep.get("metrics")) if rep else (None, None)
+        if t is None or not runs or len(by_id[r.id]) != 1:
             continue
-        rep = json.loads(f.read_text())
-        t, runs = rep.get("twin"), rep.get("metrics")
-        row = measured[measured["row_id"] == r.id].copy()
-        if t is None or not runs or len(row) != 1:
-            continue
+        row = by_id[r.id].copy()
         for k in METRICS:
             v = runs[t].get(k)
             row[k] = math.nan if v is None else v
@@ -1371,10 +1375,9 @@ def spread_notes(grid: Grid) -> list[str]:
 
     by_dev: dict = {}
     for r in grid.rows:
-        f = row_dir(grid.out, r) / "measured" / "repeats.json"
-        if not f.exists():
+        rep = read_repeats(grid, r)
+        if rep is None:
             continue
-        rep = json.loads(f.read_text())
         ok = rep.get("kept_timing") or [True] * len(rep["qps"])
         qps = [q for q, k in zip(rep["qps"], ok) if k]
         if len(qps) >= 2 and np.median(qps) > 0:
