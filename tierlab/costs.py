@@ -67,7 +67,8 @@ How `measure` gets them
 
 `default(codec)` measures once per machine on a small generated index and
 caches the table as JSON under $XDG_CACHE_HOME/tierlab/ (default
-~/.cache/tierlab/), keyed by codec, tierlab version and CPU model; the path is
+~/.cache/tierlab/), keyed by codec, tierlab version, CPU model and the build of
+the C library; the path is
 printed on stderr when it is created.
 """
 from __future__ import annotations
@@ -978,12 +979,15 @@ def cache_dir() -> Path:
 
 
 def default_path(codec: str = DEFAULT_CODEC) -> Path:
-    """Where the default table of this codec, tierlab version and CPU lives."""
+    """Where the default table of this codec, tierlab version, CPU and build of
+    the C kernels lives (a rebuilt engine gets a table of its own: its queries
+    may cost differently)."""
+    from .native import library_digest
     from .query import machine
 
     cpu = machine().get("cpu", "unknown-cpu")
     slug = re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-")[:40]
-    digest = hashlib.blake2b(cpu.encode(), digest_size=4).hexdigest()
+    digest = hashlib.blake2b(f"{cpu} {library_digest()}".encode(), digest_size=4).hexdigest()
     return cache_dir() / f"costs-{codec}-v{__version__}-{slug}-{digest}.json"
 
 

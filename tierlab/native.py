@@ -61,6 +61,19 @@ def ffi_lib():
         raise TierlabError(f"cannot load {so} ({e}): rebuild with `make build`") from None
 
 
+@lru_cache(maxsize=None)
+def library_digest() -> str:
+    """A short digest of the built libtierlab.so: what was measured with one
+    build (a cost table) is not reused with another, whose kernels may cost
+    differently."""
+    import hashlib
+
+    so = native_dir() / "libtierlab.so"
+    if not so.exists():
+        ffi_lib()  # the clear "not built" error
+    return hashlib.blake2b(so.read_bytes(), digest_size=4).hexdigest()
+
+
 @contextmanager
 def progress_callback(update):
     """A tierlab_progress_fn for one C call: it calls update(done, total), and a

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab import corpus, costs
+from tierlab import corpus, costs, native
 from tierlab.cli import main
 from tierlab.errors import TierlabError
 from tierlab.index import build
@@ -340,6 +340,9 @@ def test_default_is_measured_once_and_cached(tmp_path, monkeypatch, capsys):
     path = costs.default_path("vbyte-delta")
     assert path.parent == tmp_path / "cache" / "tierlab"
     assert "vbyte-delta" in path.name and costs.__version__ in path.name
+    with monkeypatch.context() as m:  # another build of the kernels: another table
+        m.setattr(native, "library_digest", lambda: "0badc0de")
+        assert costs.default_path("vbyte-delta") != path
     path.parent.mkdir(parents=True)
     path.write_text('{"format": "tierlab-costs", "version": 0}')  # a stale table: replaced
     t = costs.default("vbyte-delta")
