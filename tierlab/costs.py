@@ -10,10 +10,12 @@ with one set of coefficients per query type (single, and). results are the
 hits kept, min(k, postings_scored): the top-k heap and the final sort grow
 with them (~45 ns a hit at k = 1024, most of a SINGLE H query on a small
 index). shortest_postings (AND only) is the postings of the shortest list,
-the candidates each looked up in the other lists: an AND H query scores a
-few postings yet costs ~25 ns per candidate. Without these two terms the
-fit under-predicted H queries by 2-3x (median). Tables without them read
-as 0.
+the candidates each looked up in the other lists: with the scalar leapfrog
+an AND H query scored a few postings yet cost ~25 ns per candidate, and
+without these two terms the fit under-predicted H queries by 2-3x (median).
+The two-term merge over windows of 4 DIDs (kernels/src/query/and.c) made
+candidates cheap enough that a fit may leave the term out (the
+EXTRA_TERMS_GAIN rule). Tables without them read as 0.
 blocks_decoded counts DID blocks decoded (each with its freq block, when the
 query needed it) and postings_scored the postings offered to the top-k heap,
 both as tierlab_query_stats and the `query` table of traces/schema.yaml count
