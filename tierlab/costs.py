@@ -241,7 +241,9 @@ class Costs:
         table's `cores` section, core_costs). Beyond the cores measured, the
         last measured slowdown per extra core goes on linearly: an
         extrapolation, and the source says so. (1.0, why) for one core or a
-        table without the section."""
+        table without the section. A factor measured below 1 (cores faster
+        together than alone, which sharing cannot do: the noise of a shared
+        machine) counts as 1.0, and the source says that too."""
         if cores <= 1:
             return 1.0, "one core"
         sec = self.extra.get("cores")
@@ -255,13 +257,18 @@ class Costs:
             raise TierlabError("cores.cpu_factor must map core counts to numbers") from None
         if any(n < 1 or not math.isfinite(v) or v <= 0 for n, v in f.items()):
             raise TierlabError("cores.cpu_factor: core counts >= 1 and factors > 0")
+        noise = "below 1 (faster together than alone: noise), 1.0 used"
         if cores in f:
+            if f[cores] < 1.0:
+                return 1.0, f"measured on {cores} cores as {f[cores]:.3f}, {noise}"
             return f[cores], f"measured on {cores} cores"
         top = max(f)
         if top <= 1:
             return 1.0, "none: measured on one CPU only; cores do not slow each other down here"
         if cores < top:
             raise TierlabError(f"cores.cpu_factor has {top} cores but not {cores}")
+        if f[top] < 1.0:
+            return 1.0, f"measured up to {top} cores as {f[top]:.3f}, {noise}"
         per_core = (f[top] - 1.0) / (top - 1)
         return (1.0 + per_core * (cores - 1),
                 f"extrapolated: measured up to {top} cores ({f[top]:.3f}), "

@@ -164,6 +164,10 @@ def test_cpu_factor_measured_extrapolated_or_none():
     assert f == 1.2 and how.startswith("measured")
     f, how = t.cpu_factor(4)  # +0.2 per core beyond the 2 measured
     assert f == pytest.approx(1.6) and how.startswith("extrapolated")
+    t.extra["cores"] = {"cpu_factor": {"1": 1.0, "2": 0.86}}  # noise, not a speed-up
+    for n in (2, 4):
+        f, how = t.cpu_factor(n)
+        assert f == 1.0 and "0.860" in how and "noise" in how
     t.extra["cores"] = {"cpu_factor": {"1": 1.0}}  # one CPU: nothing to measure
     assert t.cpu_factor(3)[0] == 1.0 and "one CPU" in t.cpu_factor(3)[1]
     del t.extra["cores"]
