@@ -691,7 +691,10 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
 
 
 CORE_PROBE_MAX = 4           # cores the `cores` section measures at most
-CORE_PROBE_ROUNDS = 11       # alone / together rounds per core count (median kept)
+# alone / together rounds per core count (median kept). On the 2-vCPU VM the
+# median of 11 rounds had a standard deviation of 0.060 over 16 repetitions
+# (0.89-1.16; single runs spread 1.5x); 41 rounds bring it to ~0.03 (~12 s)
+CORE_PROBE_ROUNDS = 41
 CORE_PROBE_MIN_NS = 150_000_000  # each timed run repeats the workload to at least this
 
 
@@ -729,7 +732,7 @@ def _run_on_cores(ixs, queries, cpus, reps: int, k: int) -> list[float]:
 
 
 def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAULT_PLACEMENT,
-               max_cores: int = CORE_PROBE_MAX, rounds: int = CORE_PROBE_ROUNDS) -> dict:
+               max_cores: int = CORE_PROBE_MAX, rounds: int | None = None) -> dict:
     """The table's `cores` section: how much longer a query's CPU work takes
     when n cores run queries at once, each on its own copy of the index (the
     reference's duplicated shards, one per core): they share the last-level
@@ -743,6 +746,7 @@ def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAUL
     from .index import Index
     from .workload import read_queries
 
+    rounds = rounds or CORE_PROBE_ROUNDS
     cpus = sorted(os.sched_getaffinity(0))[:max_cores] if hasattr(os, "sched_getaffinity") \
         else []
     queries = read_queries(workload)

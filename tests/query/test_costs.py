@@ -156,6 +156,14 @@ def _table(**over) -> costs.Costs:
     return t
 
 
+@pytest.fixture(autouse=True)
+def quick_core_probe(monkeypatch):
+    """Tables measured here need a cores section, not a precise one: 5 short
+    rounds instead of 41 of >= 150 ms (what the probe measures is checked by
+    shape; its precision is CORE_PROBE_ROUNDS's comment)."""
+    monkeypatch.setattr(costs, "CORE_PROBE_ROUNDS", 5)
+    monkeypatch.setattr(costs, "CORE_PROBE_MIN_NS", 20_000_000)
+
 def test_cpu_factor_measured_extrapolated_or_none():
     t = _table()
     t.extra["cores"] = {"cpu_factor": {"1": 1.0, "2": 1.2}}
