@@ -58,11 +58,13 @@ How `measure` gets them
 5. Cores (`core_costs`, the table's `cores` section): the H SINGLE workload
    on n pinned threads at once, each on its own copy of the index, against
    one thread alone, for n up to the allowed CPUs (at most 4). On the 2-vCPU
-   VM this was written on, two cores made each query's work ~1.34x longer
-   (median of rounds from 1.05 to 1.6) while a pure ALU loop (sha256sum,
-   md5sum) ran as fast together as alone: the cores share the memory side
-   (last-level cache, memory bandwidth), not an execution unit. The model
-   multiplies a query's CPU time by cpu_factor(cores).
+   VM this was written on, two cores made each query's work 0.86-1.34x as
+   long over eight tables of 7-11 rounds (the VM's noise; below 1 counts as
+   1, Costs.cpu_factor) and 0.93-1.08x over seven of 41 rounds, while a pure
+   ALU loop (sha256sum, md5sum) ran as fast together as alone: the cores
+   share the memory side (last-level cache, memory bandwidth), not an
+   execution unit. The model multiplies a query's CPU time by
+   cpu_factor(cores).
 6. Fit quality: median and p90 of |predicted - measured| / measured, and the
    relative error of the summed time (what a workload's run time inherits),
    per type and per type and class.
@@ -693,7 +695,9 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
 CORE_PROBE_MAX = 4           # cores the `cores` section measures at most
 # alone / together rounds per core count (median kept). On the 2-vCPU VM the
 # median of 11 rounds had a standard deviation of 0.060 over 16 repetitions
-# (0.89-1.16; single runs spread 1.5x); 41 rounds bring it to ~0.03 (~12 s)
+# (0.89-1.16; single runs spread 1.5x); six medians of 41 rounds on the 1 GB
+# reference index in a row lay at 1.037-1.080 (sd 0.016; a seventh, half an
+# hour later, at 0.932), ~12 s each
 CORE_PROBE_ROUNDS = 41
 CORE_PROBE_MIN_NS = 150_000_000  # each timed run repeats the workload to at least this
 

@@ -76,9 +76,9 @@ static int tl_intersect(tierlab_query_ctx *q, tl_cursor *c, uint32_t m) {
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
-static inline __m128i tl_window(const uint32_t *d, uint32_t p, uint32_t n, uint32_t pad) {
+static inline __m128i tl_window(const uint32_t *d, uint32_t p, uint32_t n) {
     if (p + 4 <= n) return _mm_loadu_si128((const __m128i *)(d + p));
-    uint32_t w[4] = {pad, pad, pad, pad};
+    uint32_t w[4] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
     for (uint32_t k = 0; p + k < n; k++) w[k] = d[p + k];
     return _mm_loadu_si128((const __m128i *)w);
 }
@@ -88,7 +88,7 @@ static int tl_intersect2(tierlab_query_ctx *q, tl_cursor *c) {
     uint32_t i = c[0].pos, j = c[1].pos;
     const uint32_t na = c[0].n, nb = c[1].n;
     while (i < na && j < nb) {
-        __m128i va = tl_window(da, i, na, UINT32_MAX), vb = tl_window(db, j, nb, UINT32_MAX);
+        __m128i va = tl_window(da, i, na), vb = tl_window(db, j, nb);
         __m128i eq = _mm_or_si128(
             _mm_or_si128(_mm_cmpeq_epi32(va, vb),
                          _mm_cmpeq_epi32(va, _mm_shuffle_epi32(vb, _MM_SHUFFLE(0, 3, 2, 1)))),
