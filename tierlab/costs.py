@@ -696,8 +696,8 @@ CORE_PROBE_MAX = 4           # cores the `cores` section measures at most
 # alone / together rounds per core count (median kept). On the 2-vCPU VM the
 # median of 11 rounds had a standard deviation of 0.060 over 16 repetitions
 # (0.89-1.16; single runs spread 1.5x); six medians of 41 rounds on the 1 GB
-# reference index in a row lay at 1.037-1.080 (sd 0.016; a seventh, half an
-# hour later, at 0.932), ~12 s each
+# reference index in a row lay at 1.037-1.080 (sd 0.016; a seventh, minutes
+# later, at 0.932), ~12 s each
 CORE_PROBE_ROUNDS = 41
 CORE_PROBE_MIN_NS = 150_000_000  # each timed run repeats the workload to at least this
 
