@@ -412,13 +412,20 @@ def multicore(mc) -> dict:
     out = {"trend": "multicore: HDD collapses from 1 to 2 cores; SSDs scale with diminishing "
                     "returns and rising tail latency", "holds": bool(rows) and ok,
            "numbers": rows}
+    # SSDs whose runs never wait for storage (below their bandwidth, prefetch
+    # hiding their reads): their scaling is the cost table's cpu_factor alone
     ssd = [r for r in rows if not r["device"].startswith("hdd")]
-    if ssd and all(max(r["exposed_io"]) < 0.05 for r in ssd):
+    waiting = {r["device"] for r in ssd if max(r["exposed_io"]) >= 0.05}
+    cpu_bound = sorted({r["device"] for r in ssd} - waiting)
+    if cpu_bound:
+        top = int(mc["cores"].max())
         src = _param(mc.loc[mc["cores"].idxmax()], "cores_cpu_factor_source")
+        two = 1 + (1 / 0.9 - 1) / (top - 1) if top > 2 else 1 / 0.9
         out["cpu_bound_ssds"] = (
-            f"the SSD runs wait for storage < 5 % of their time at every core count: their "
-            f"scaling is the cost table's cores.cpu_factor alone ({src}); a 4-core efficiency "
-            f"<= 0.9 needs cpu_factor >= {1 / 0.9:.3f} at 4 cores")
+            f"{', '.join(cpu_bound)}: the runs wait for storage < 5 % of their time at every "
+            f"core count, so their scaling is the cost table's cores.cpu_factor alone ({src}); "
+            f"a {top}-core efficiency <= 0.9 needs cpu_factor >= {1 / 0.9:.3f} at {top} cores "
+            f"(>= {two:.3f} at 2, extrapolated linearly)")
     return out
 
 

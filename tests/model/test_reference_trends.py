@@ -135,7 +135,14 @@ def test_multicore_names_the_cpu_factor_when_the_ssds_never_wait_for_storage():
     assert "cpu_factor >= 1.111" in t["cpu_bound_ssds"] and "measured up to 2" in \
         t["cpu_bound_ssds"]
     assert "cpu_factor >= 1.111" in R.format_trends({"multicore": t})
-    rows.loc[rows["device"] == "sas-ssd", "query_wait_ns"] = 2e8  # 20 % waiting for storage
+    assert "1.037 at 2" in t["cpu_bound_ssds"]
+    # a second SSD that waits for its device is not named; the one that never waits is
+    nvme = rows[rows["device"] == "sas-ssd"].assign(device="nvme-p4800x")
+    both = pd.concat([rows, nvme], ignore_index=True)
+    both.loc[both["device"] == "sas-ssd", "query_wait_ns"] = 2e8  # 20 % waiting for storage
+    note = R.multicore(both)["cpu_bound_ssds"]
+    assert note.startswith("nvme-p4800x:") and "sas-ssd" not in note
+    rows.loc[rows["device"] == "sas-ssd", "query_wait_ns"] = 2e8
     assert "cpu_bound_ssds" not in R.multicore(rows)
 
 
