@@ -69,6 +69,7 @@ SMALL = [0.01, 0.02, 0.05, 0.1, 0.2]
 CONFIGS = ["base", "base-prefetch", "hybrid", "hybrid-prefetch"]
 DEVICES = ["hdd-7200", "nvme-p4800x"]
 SSDS = ["sas-ssd", "nvme-p4800x"]
+SSD_EFFICIENCY_MAX = 0.9  # multicore: QPS(n) / (n QPS(1)) at the most cores, on the SSDs
 
 COMMON = {"index": "reference", "slow_tier": "optane-dcpmm-g1", "passes": 2, "costs": "default",
           "policy": "lru", "seed": 0}
@@ -142,10 +143,15 @@ def _frac(df):
     return (df["cache_bytes"] / df["index_bytes"]).round(4)
 
 
-def _curve(df, **eq):
-    d = df
+def _where(df, **eq):
+    """The rows of df whose columns equal the given values."""
     for k, v in eq.items():
-        d = d[d[k] == v]
+        df = df[df[k] == v]
+    return df
+
+
+def _curve(df, **eq):
+    d = _where(df, **eq)
     d = d.assign(frac=_frac(d)).groupby("frac")["qps"].mean().sort_index()
     return d
 
@@ -255,9 +261,8 @@ def prefetch_hides_nvme(main) -> dict:
             hdd_gain = float(hd.iloc[0] / b["hdd-7200"].iloc[0])
             # the share of its wall time base-prefetch's query thread waits for the HDD
             # at the smallest cache: what the query's CPU leaves unhidden
-            small = _smallest(main[(main["config"] == "base-prefetch")
-                                  & (main["device"] == "hdd-7200")
-                                  & (main["query_type"] == qt) & (main["rp"] == rp)])
+            small = _smallest(_where(main, config="base-prefetch", device="hdd-7200",
+                                     query_type=qt, rp=rp))
             hdd_wait = float(np.nanmean([exposed_io(r) for _, r in small.iterrows()]))
             holds = bool(nvme_ratio >= 0.9 and nvme_gain >= 1.0 and hdd_ratio < 0.8
                          and hdd_gain > 1.0)
@@ -276,9 +281,7 @@ def prefetch_hides_nvme(main) -> dict:
 
 def _ebu(df, **eq):
     """evicted_before_use (params) per cache fraction."""
-    d = df
-    for k, v in eq.items():
-        d = d[d[k] == v]
+    d = _where(df, **eq)
     v = d.assign(frac=_frac(d), ebu=[_param(r, "evicted_before_use") or 0
                                      for _, r in d.iterrows()])
     return v.groupby("frac")["ebu"].mean().sort_index()
@@ -405,7 +408,7 @@ def multicore(mc) -> dict:
             eff = float(q[-1] / (g["cores"].iloc[-1] * q[0]))
             rec["efficiency_last"] = round(eff, 3)
             holds = bool((inc > 0).all() and (np.diff(inc) <= 0.02 * q[0]).all()
-                         and eff <= 0.9 and p99[-1] >= 1.1 * p99[0])
+                         and eff <= SSD_EFFICIENCY_MAX and p99[-1] >= 1.1 * p99[0])
         ok &= holds
         rec["holds"] = holds
         rows.append(rec)
@@ -420,12 +423,12 @@ def multicore(mc) -> dict:
     if cpu_bound:
         top = int(mc["cores"].max())
         src = _param(mc.loc[mc["cores"].idxmax()], "cores_cpu_factor_source")
-        two = 1 + (1 / 0.9 - 1) / (top - 1) if top > 2 else 1 / 0.9
+        need = 1 / SSD_EFFICIENCY_MAX  # the factor at `top` cores; linear in between
         out["cpu_bound_ssds"] = (
             f"{', '.join(cpu_bound)}: the runs wait for storage < 5 % of their time at every "
             f"core count, so their scaling is the cost table's cores.cpu_factor alone ({src}); "
-            f"a {top}-core efficiency <= 0.9 needs cpu_factor >= {1 / 0.9:.3f} at {top} cores "
-            f"(>= {two:.3f} at 2, extrapolated linearly)")
+            f"a {top}-core efficiency <= {SSD_EFFICIENCY_MAX} needs cpu_factor >= {need:.3f} at "
+            f"{top} cores (>= {1 + (need - 1) / (top - 1):.3f} at 2, extrapolated linearly)")
     return out
 
 
