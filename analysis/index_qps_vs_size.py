@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # headless: called from the CLI and from workflow rules
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from .codec_pareto import _place_labels  # noqa: E402
+from tierlab.analysis.codec_pareto import _place_labels  # noqa: E402
 
 TYPE_TITLES = {"single": "SINGLE", "and": "AND"}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">")

@@ -12,7 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: called from the CLI and from workflow rules
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .model_qps_vs_cache import _save  # noqa: E402
+from tierlab.analysis.model_qps_vs_cache import _save  # noqa: E402
 
 
 def _frac(df):
@@ -81,3 +81,16 @@ def plot_multicore(mc, path) -> Path:
         ax.legend(fontsize=7)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def plot_all(main, la, mc, out: Path) -> list:
+    """The figures of `tierlab model reference` (PNG) in `out`, from its three
+    grids' cache_run tables (main, lookahead, multicore)."""
+    from tierlab.analysis.model_qps_vs_cache import plot_qps_vs_cache
+
+    out = Path(out)
+    return [plot_qps_vs_cache(main, out / "qps_vs_cache.png", where={"rp": 0.25},
+                              title="Model, reference scale: QPS vs cache size (RP 0.25)"),
+            plot_lookahead(la, out / "lookahead.png"),
+            plot_dram(main, out / "dram.png"),
+            plot_multicore(mc, out / "multicore.png")]

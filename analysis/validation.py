@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
+from tierlab.traces.schema import RUN_METRICS, RUN_PARAMS
 
-PARAM_KEYS = ["config", "policy", "device", "query_type", "query_class", "rp", "cores",
-              "cache_bytes", "segment_bytes", "lookahead", "dram_budget_bytes"]
+PARAM_KEYS = list(RUN_PARAMS)
 CELL_KEYS = [k for k in PARAM_KEYS if k != "config"]
-METRICS = ["qps", "latency_p99_ns", "page_cache_miss_rate", "segment_cache_miss_rate",
-           "storage_bytes_read", "worker_stall_ns", "query_wait_ns", "latency_mean_ns"]
+METRICS = list(RUN_METRICS)
 # A model run checked for a second steady state (model key check_bistable) adds
 # `bistable` and the other state's metrics as `<metric>_head_start` (the run
 # whose query thread started once its worker was as far ahead as it may go);

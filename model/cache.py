@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tierlab.errors import TierlabError
-from tierlab.native import ffi_lib
+from tierlab.core.errors import TierlabError
+from tierlab.core.native import ffi_lib
 
 NEVER = 2**64 - 1  # next use of a key that is not requested again (TIERLAB_NEVER)
 _MAX_SIZE = 2**32 - 1

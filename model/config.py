@@ -21,11 +21,11 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from tierlab import values
-from tierlab.errors import TierlabError
+from tierlab.core import values
+from tierlab.core.errors import TierlabError
 
-from . import indexmeta, sim
-from . import trace as trace_mod
+from tierlab.model import indexmeta, sim
+from tierlab.model import trace as trace_mod
 
 POLICIES = ("lru", "fifo", "clock", "s3fifo", "belady")
 
@@ -66,7 +66,7 @@ WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", 
 CPU_SOURCES = ("table", "measured")
 COST_KEYS = ("query_ns", "block_ns", "posting_ns")
 # CPU of the runtime's emulated page cache that a DRAM query run lacks: each a
-# number of ns, or "table" (the cost table's threads section, tierlab.costs)
+# number of ns, or "table" (the cost table's threads section, tierlab.model.costs)
 PAGE_COST_KEYS = ("page_hit_ns", "page_touch_ns", "page_miss_ns")
 # check_bistable: a prefetch configuration is run a second time with the query
 # thread starting once its worker is as far ahead as it may go (Params.head_start);
@@ -86,7 +86,7 @@ WAKE_UPS = ("median", "drawn")
 def policies() -> tuple:
     """The segment cache's policies: the registry of model/cache.py."""
     try:
-        from .cache import POLICIES as reg
+        from tierlab.model.cache import POLICIES as reg
 
         return tuple(reg)
     except ImportError:
@@ -134,7 +134,7 @@ def runtime_spin_ns() -> int:
     """How long the native runtime's waiting threads spin before they block
     when each has a CPU of its own (TIERLAB_APCACHE_HANDOFF_SPIN_NS), the
     model's default: the model gives every thread a CPU of its own."""
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     return int(ffi_lib()[1].TIERLAB_APCACHE_HANDOFF_SPIN_NS)
 
@@ -157,7 +157,7 @@ def check_run_sizes(v: dict, prefix: str = "") -> None:
 
 def validate(doc: dict, where: str = "config") -> RunConfig:
     """Check every key of a run configuration; fill the defaults."""
-    from tierlab import specs
+    from tierlab.core import specs
 
     if not isinstance(doc, dict):
         raise TierlabError(f"{where}: a configuration is a YAML mapping of keys to values")
@@ -337,7 +337,7 @@ def load(path: str | os.PathLike, overrides: dict | None = None) -> RunConfig:
 
 class InlineCosts:
     """Costs given in the configuration: per query type query_ns, block_ns,
-    posting_ns (the formula of tierlab/costs.py)."""
+    posting_ns (the formula of model/costs.py)."""
 
     def __init__(self, table: dict):
         self.table = {t: {k: float(table[t].get(k, 0.0)) for k in COST_KEYS} for t in table}
@@ -351,7 +351,7 @@ class InlineCosts:
 
 
 def load_costs(c):
-    from tierlab import costs as costs_mod
+    from tierlab.model import costs as costs_mod
 
     if isinstance(c, dict):
         return InlineCosts(c)
@@ -371,7 +371,7 @@ def describe_costs(costs) -> dict:
 def _materialise_floor(w: dict, documents: int) -> int | None:
     """Smallest posting count a generated workload of class w['class'] can
     query: only those terms need to be materialised."""
-    from tierlab import workload as wl
+    from tierlab.engine import workload as wl
 
     if "class" not in w:
         return None
@@ -432,8 +432,9 @@ class Result:
 
 def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     """Run one configuration; nothing is written (see write)."""
-    from tierlab import __version__, specs
-    from tierlab.query import machine
+    from tierlab import __version__
+    from tierlab.core import specs
+    from tierlab.engine.query import machine
 
     v = cfg.values
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -59,7 +59,7 @@ class Slots:
 
 
 class Device:
-    """One storage device from a storage spec (tierlab.specs, kind storage)."""
+    """One storage device from a storage spec (tierlab.core.specs, kind storage)."""
 
     def __init__(self, env: simpy.Environment, *, read_bandwidth_bytes_per_s: float,
                  read_latency_ns: float, queue_depth: int, seek_ns: float = 0.0,

@@ -1,7 +1,7 @@
 """The index as the model sees it: per term its postings, blocks, and where its
 DID and freq bytes lie in the two postings files (APCACHE.md "The setting").
 The model needs sizes, not postings, so an index is either read from a real
-index directory (`from_index`, through tierlab.index.Index.extents) or
+index directory (`from_index`, through tierlab.engine.index.Index.extents) or
 synthesised from statistics (`synthesise`, `reference`) at any scale.
 
 Units: bytes, postings, blocks of `block_postings` postings.
@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 BLOCK_POSTINGS = 256
 OFFSET_BYTES_PER_BLOCK = 8  # APCACHE.md: in-cache block offsets in the segment chain
@@ -123,7 +123,7 @@ class IndexMeta:
 
 def from_index(path: str | os.PathLike) -> IndexMeta:
     """The metadata of an index built by `tierlab index build`."""
-    from tierlab.index import Index, read_manifest
+    from tierlab.engine.index import Index, read_manifest
 
     path = Path(path)
     manifest = read_manifest(path)

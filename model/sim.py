@@ -12,7 +12,7 @@ last pass is reported (counters, latencies and wall time), like `tierlab
 query run` reports its warm pass.
 
 The CPU time of a query is the cost table's
-query_ns + block_ns * blocks + posting_ns * postings (tierlab/costs.py,
+query_ns + block_ns * blocks + posting_ns * postings (model/costs.py,
 per query type), or, replaying a `tierlab query run` trace with
 `cpu: measured`, the latency measured for that query in an all-DRAM run
 (no fit error; the formula still splits off the decoding part). Its
@@ -31,14 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
-from . import actors
-from .device import Device, Slots
-from .indexmeta import IndexMeta
-from .pagecache import PAGE, PageCache, PageMap
-from .tier import Tier
-from .trace import Trace, next_uses
+from tierlab.model import actors
+from tierlab.model.device import Device, Slots
+from tierlab.model.indexmeta import IndexMeta
+from tierlab.model.pagecache import PAGE, PageCache, PageMap
+from tierlab.model.tier import Tier
+from tierlab.model.trace import Trace, next_uses
 
 CONFIGS = ("base", "base-prefetch", "hybrid", "hybrid-prefetch")
 DEFAULT_LOOKAHEAD = 16
@@ -180,7 +180,7 @@ def shortest_postings(trace, index) -> np.ndarray:
 
 def decode_ns_per_block(costs) -> float | None:
     """Measured decode time of a DID block plus its freq block (the cost
-    table's `decode` section, tierlab/costs.py), or None when the table has
+    table's `decode` section, model/costs.py), or None when the table has
     none (then the whole per-block cost counts as decoding)."""
     d = getattr(costs, "decode", None) or {}
     did, freq = d.get("did_block_ns"), d.get("freq_block_ns")
@@ -190,7 +190,7 @@ def decode_ns_per_block(costs) -> float | None:
 
 
 def _cache_classes():
-    from .cache import Cache, Lookahead
+    from tierlab.model.cache import Cache, Lookahead
 
     return Cache, Lookahead
 
@@ -291,7 +291,7 @@ class Simulation:
         decode = np.minimum(decode, total)
         # cores querying their own index copies at once share the last-level cache
         # and memory bandwidth: each query's CPU work takes longer (the table's
-        # `cores` section, measured; tierlab.costs.core_costs)
+        # `cores` section, measured; tierlab.model.costs.core_costs)
         self.cpu_factor, self.cpu_factor_source = (
             costs.cpu_factor(p.cores) if hasattr(costs, "cpu_factor") else (1.0, "one core"))
         total, decode = total * self.cpu_factor, decode * self.cpu_factor

@@ -81,7 +81,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 REFERENCE_DRAM = "ddr4-2666"
 BW1 = "read_bandwidth_1thread_bytes_per_s"
@@ -122,7 +122,7 @@ class Tier:
 
     @classmethod
     def from_spec(cls, spec, factor: float | None = None) -> "Tier":
-        from tierlab import specs
+        from tierlab.core import specs
 
         wbw = spec.get("write_bandwidth_bytes_per_s")
         if wbw is None or not wbw > 0:

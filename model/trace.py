@@ -2,7 +2,7 @@
 scored, per term occurrence the (materialised) term id and the blocks the
 query decodes of it. Sources (WORKLOAD.md):
 
-- `generate`: the RP generator of tierlab.workload (single_stream /
+- `generate`: the RP generator of tierlab.engine.workload (single_stream /
   and_stream, the same seeded draws as `tierlab workload generate`) over the
   index's terms of one frequency class;
 - `from_workload_file`: a query file (one query per line);
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
-from .indexmeta import IndexMeta
+from tierlab.model.indexmeta import IndexMeta
 
 QTYPES = ("single", "and")
 
@@ -146,7 +146,7 @@ def _generator(path) -> tuple[str, float]:
     generate` wrote next to it; ("", nan) without one."""
     import json
 
-    from tierlab.workload import stats_path
+    from tierlab.engine.workload import stats_path
 
     try:
         gen = json.loads(stats_path(path).read_text()).get("generator", {})
@@ -156,9 +156,9 @@ def _generator(path) -> tuple[str, float]:
 
 
 def from_workload_file(meta: IndexMeta, path: str | os.PathLike) -> Trace:
-    """A query file (tierlab.workload.read_queries); class and rp from its
+    """A query file (tierlab.engine.workload.read_queries); class and rp from its
     `<file>.json` when `tierlab workload generate` wrote one."""
-    from tierlab.workload import read_queries
+    from tierlab.engine.workload import read_queries
 
     queries = read_queries(path)
     ids, unknown = _ids(meta, queries, str(path))
@@ -169,8 +169,8 @@ def from_workload_file(meta: IndexMeta, path: str | os.PathLike) -> Trace:
 
 
 def class_terms(meta: IndexMeta, cls: str, h: float, l: float) -> list[str]:
-    """Names of the index's terms of class cls (thresholds as in tierlab.workload)."""
-    from tierlab.workload import Thresholds
+    """Names of the index's terms of class cls (thresholds as in tierlab.engine.workload)."""
+    from tierlab.engine.workload import Thresholds
 
     t = Thresholds.resolve(h, l, meta.documents or None)
     p = meta.postings
@@ -182,7 +182,7 @@ def generate(meta: IndexMeta, *, qtype: str, cls: str, queries: int, rp: float, 
              h: float | None = None, l: float | None = None, repeat_queue: int | None = None
              ) -> Trace:
     """WORKLOAD.md's RP workload over the index's class-`cls` terms."""
-    from tierlab import workload as wl
+    from tierlab.engine import workload as wl
 
     cls = str(cls).upper()
     if cls not in wl.CLASSES:
@@ -197,7 +197,7 @@ def generate(meta: IndexMeta, *, qtype: str, cls: str, queries: int, rp: float, 
     ids = [[meta.term_id(t) for t in q] for q in qs]
     name = f"generated:{qtype}-{cls}-rp{rp:g}-n{queries}-seed{seed}"
     tr = from_term_ids(meta, ids, name=name, query_class=cls, rp=float(rp))
-    tr.info.update({"class_terms": len(names), "generator": "tierlab.workload.generate_queries"})
+    tr.info.update({"class_terms": len(names), "generator": "tierlab.engine.workload.generate_queries"})
     return tr
 
 

@@ -1,6 +1,6 @@
 """`python -m tierlab` runs the CLI."""
 import sys
 
-from .cli import main
+from tierlab.cli import main
 
 sys.exit(main())

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TierlabError
-from . import schema
+from tierlab.core.errors import TierlabError
+from tierlab.traces import schema
 
 TABLES = ("run", "query", "term")
 
@@ -20,7 +20,7 @@ TABLES = ("run", "query", "term")
 def write_query_run(trace_dir: str | os.PathLike, *, summary: dict, queries: list[list[str]],
                     stats: np.ndarray, query_class: str = "") -> Path:
     """Write one measured run. `stats` is the per-query record array of the
-    reported pass (tierlab.index.Index.run_batch), `summary` the run summary."""
+    reported pass (tierlab.engine.index.Index.run_batch), `summary` the run summary."""
     d = Path(trace_dir)
     d.mkdir(parents=True, exist_ok=True)
     run_id = uuid.uuid4().hex

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from ..errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 SCHEMA_FILE = Path(__file__).with_name("schema.yaml")
 
@@ -45,6 +45,22 @@ def sources() -> list[str]:
 
 def tables() -> list[str]:
     return list(spec()["tables"])
+
+
+# cache_run columns that say which run a row is (its parameters), and the
+# metrics a comparison of two runs of the same parameters scores (the model
+# against the runtime, the runtime against itself).
+RUN_PARAMS = ("config", "policy", "device", "query_type", "query_class", "rp", "cores",
+              "cache_bytes", "segment_bytes", "lookahead", "dram_budget_bytes")
+RUN_METRICS = ("qps", "latency_p99_ns", "page_cache_miss_rate", "segment_cache_miss_rate",
+               "storage_bytes_read", "worker_stall_ns", "query_wait_ns", "latency_mean_ns")
+
+
+def columns(table: str) -> list[str]:
+    """The column names of `table`, in schema order."""
+    if table not in spec()["tables"]:
+        raise TierlabError(f"unknown result table '{table}'; known: {', '.join(tables())}")
+    return [c["name"] for c in spec()["tables"][table]["columns"]]
 
 
 def arrow_schema(table: str) -> pa.Schema:

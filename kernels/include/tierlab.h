@@ -702,7 +702,7 @@ uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries
  * kernels/src/apcache/): the four configurations as real threads over a real
  * index, on the index's own device or on a device emulated from a storage
  * spec of sim-configs/. Python runs it as a child process through
- * `tierlab-kernels apcache` (tierlab/apcache.py) and turns its files into
+ * `tierlab-kernels apcache` (tierlab/runtime/apcache.py) and turns its files into
  * the cache_run / cache_query / cache_timeline tables.
  * ========================================================================== */
 #define TIERLAB_APCACHE_BASE 0
@@ -784,7 +784,7 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
  * mutex. n rounds (>= 1): *wake_ns the median time from the broadcast to
  * the woken thread running, *signal_ns the median time the signalling
  * thread spends in lock + broadcast + unlock with a waiter. The model's
- * threads resume wake_ns after they are signalled (tierlab/costs.py).
+ * threads resume wake_ns after they are signalled (model/costs.py).
  * 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
 int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns);
 

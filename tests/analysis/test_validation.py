@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tierlab.analysis import validation as v
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 CONFIGS = ["base", "base-prefetch", "hybrid", "hybrid-prefetch"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tierlab.apcache import configs
+from tierlab.runtime.apcache import configs
 from tierlab.cli import main
 from tierlab.traces.schema import read_table
 
@@ -66,8 +66,8 @@ def _tables(out: Path):
 
 
 def _occurrences(d: Path) -> int:
-    from tierlab.index import Index
-    from tierlab.workload import read_queries
+    from tierlab.engine.index import Index
+    from tierlab.engine.workload import read_queries
 
     with Index(d / "idx") as ix:
         return sum(len(q) for q in read_queries(d / "w.queries")
@@ -131,7 +131,7 @@ def test_real_device(setup, tmp_path, config):
     assert how.startswith("cgroup v") or how.startswith("no: "), how
     assert run["page_cache_misses"] > 0  # dropped before the run
     assert not list(d.glob(".tierlab-shard-*"))  # the second shard's copy is gone
-    from tierlab.apcache import _cgroup_parents
+    from tierlab.runtime.apcache import _cgroup_parents
 
     for parent in _cgroup_parents():
         assert not list(parent.glob("tierlab-*")), parent
@@ -246,7 +246,7 @@ def test_ctrl_c_writes_partial_results_and_leaves_nothing(setup, tmp_path, targe
     assert not list(tmp_path.glob("tierlab-segcache-*"))
     assert not list(out.glob(".raw-*"))
     assert not list(d.glob(".tierlab-shard-*"))
-    from tierlab.apcache import _cgroup_parents
+    from tierlab.runtime.apcache import _cgroup_parents
 
     for parent in _cgroup_parents():
         assert not (parent / f"tierlab-{child}").exists()

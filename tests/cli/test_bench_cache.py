@@ -3,7 +3,7 @@ input."""
 import numpy as np
 import pytest
 
-from tierlab.bench import cache as bench
+from tierlab.experiments.bench import cache as bench
 from tierlab.model.cache import POLICIES
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tierlab import native
-from tierlab.bench import codecs as bench
-from tierlab.bench import data
+from tierlab.core import native
+from tierlab.experiments.bench import codecs as bench
+from tierlab.experiments.bench import data
 from tierlab.cli import main
 
 N = 4096
@@ -180,7 +180,7 @@ def test_freqs_small_and_skewed():
 
 
 def test_generators_reject_what_does_not_fit():
-    from tierlab.errors import TierlabError
+    from tierlab.core.errors import TierlabError
 
     with pytest.raises(TierlabError):
         data.uniform_dids(1 << 28, 64)

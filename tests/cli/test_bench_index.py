@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tierlab import native
-from tierlab.bench import index as bench
+from tierlab.core import native
+from tierlab.experiments.bench import index as bench
 from tierlab.cli import main
 
 COMBOS = [(t, c) for t in ("single", "and") for c in ("H", "M", "L")]

@@ -7,11 +7,11 @@ import struct
 import numpy as np
 import pytest
 
-from tierlab.bench import pisa as bench
-from tierlab.bench import pisa_engine as pe
-from tierlab.ciff import (_decode_canonical, _delimited, _field_bytes, _field_varint,
+from tierlab.experiments.bench import pisa as bench
+from tierlab.experiments.bench import pisa_engine as pe
+from tierlab.engine.ciff import (_decode_canonical, _delimited, _field_bytes, _field_varint,
                           _postings_bytes, _varint)
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 PISA_OK, PISA_WHY = pe.available()
 needs_pisa = pytest.mark.skipif(not PISA_OK, reason=f"PISA not usable: {PISA_WHY}")

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tierlab.cli import main
-from tierlab.workload import read_queries
+from tierlab.engine.workload import read_queries
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def _tierlab(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def registry():
-    from tierlab import native
+    from tierlab.core import native
 
     try:
         return native.codecs()
@@ -49,7 +49,7 @@ def test_list_codecs_prints_every_registry_codec_with_its_impl(registry):
     ("configs", "config", "configs"),
 ])
 def test_list_prints_the_c_registry_in_order(what, header, registry):
-    from tierlab import apcache
+    from tierlab.runtime import apcache
 
     try:
         names = getattr(apcache, registry)()
@@ -62,7 +62,7 @@ def test_list_prints_the_c_registry_in_order(what, header, registry):
 
 @pytest.mark.parametrize("what, kind", [("tiers", "memory"), ("devices", "storage")])
 def test_list_specs_of_one_kind_with_numbers_and_file(what, kind):
-    from tierlab import specs
+    from tierlab.core import specs
 
     want = [s for s in (specs.load(n) for n in specs.names()) if s.kind == kind]
     assert want, f"sim-configs/ has no {kind} spec"

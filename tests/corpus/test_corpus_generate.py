@@ -1,4 +1,4 @@
-"""The seeded generator (kernels/src/corpus/generate.c via tierlab.corpus):
+"""The seeded generator (kernels/src/corpus/generate.c via tierlab.engine.corpus):
 determinism, fixed-size documents, Heaps' and Zipf's laws, an exact term table."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from tierlab import corpus
-from tierlab.corpus import GenerateParams, generate, read_terms, tokenize
-from tierlab.errors import TierlabError
+from tierlab.engine import corpus
+from tierlab.engine.corpus import GenerateParams, generate, read_terms, tokenize
+from tierlab.core.errors import TierlabError
 
 
 def gen(path, **kw):
@@ -63,7 +63,7 @@ def test_term_table_matches_a_python_recount(tmp_path):
 
 
 def test_ingesting_a_generated_corpus_gives_the_same_bytes_and_terms(tmp_path):
-    from tierlab.ingest import ingest
+    from tierlab.engine.ingest import ingest
 
     g = gen(tmp_path / "g.txt", docs=500, seed=5)
     i = ingest([tmp_path / "g.txt"], tmp_path / "i.txt", progress=False)
@@ -94,7 +94,7 @@ def test_single_zipf_law_when_tail_equals_head(tmp_path):
 
 
 def test_words_are_distinct_short_first_and_lower_case():
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     buf = ffi.new("char[]", lib.TIERLAB_CORPUS_MAX_WORD + 1)

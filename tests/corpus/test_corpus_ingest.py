@@ -1,4 +1,4 @@
-"""Ingest (tierlab.ingest): plain text, JSON Lines and WET (gzip, made here),
+"""Ingest (tierlab.engine.ingest): plain text, JSON Lines and WET (gzip, made here),
 normalisation and truncation, term counts, and every kind of bad input:
 exit status 2, FILE:LINE in the message, nothing left behind."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from tierlab.cli import main
-from tierlab.corpus import read_terms, tokenize
-from tierlab.ingest import ingest, prepare
+from tierlab.engine.corpus import read_terms, tokenize
+from tierlab.engine.ingest import ingest, prepare
 
 
 def run(*args) -> int:
@@ -197,7 +197,7 @@ def test_manifest_describes_the_corpus(tmp_path):
 
 
 def test_ctrl_c_leaves_nothing_behind(tmp_path, monkeypatch):
-    import tierlab.ingest as ingest_module
+    import tierlab.engine.ingest as ingest_module
 
     src = tmp_path / "in.txt"
     src.write_text("".join(f"doc {i}\n" for i in range(10)))

@@ -41,7 +41,7 @@ def random_corpus(seed: int = 0, docs: int = 2000, vocab: int = 400, doc_bytes: 
 
 
 def codec_names() -> list[str]:
-    from tierlab import native
+    from tierlab.core import native
 
     return [c.name for c in native.codecs()]
 

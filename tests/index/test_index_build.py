@@ -1,4 +1,4 @@
-"""tierlab.index build: postings against the pure-Python reference, read back
+"""tierlab.engine.index build: postings against the pure-Python reference, read back
 with an independent parser of kernels/formats/index.md, for every codec of
 the registry and both block sizes; bounded memory; atomicity; refusal of
 foreign, corrupt and incomplete indexes."""
@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import reference as ref  # noqa: E402
 from index_helpers import codec_names, random_corpus, write  # noqa: E402
 
-from tierlab import native  # noqa: E402
-from tierlab.errors import TierlabError  # noqa: E402
-from tierlab.index import FILES, Index, build  # noqa: E402
+from tierlab.core import native  # noqa: E402
+from tierlab.core.errors import TierlabError  # noqa: E402
+from tierlab.engine.index import FILES, Index, build  # noqa: E402
 
 FORMAT_VERSION = native.ffi_lib()[1].TIERLAB_INDEX_FORMAT_VERSION
 
@@ -163,7 +163,7 @@ def test_killed_build_is_refused(tmp_path):
     with open(big, "wb") as f:
         for _ in range(12):
             f.write(chunk)
-    code = ("import sys; from tierlab.index import build; "
+    code = ("import sys; from tierlab.engine.index import build; "
             "build(sys.argv[1], sys.argv[2], memory_budget=200000)")
     p = subprocess.Popen([sys.executable, "-c", code, str(big), str(tmp_path / "idx")])
     deadline = time.monotonic() + 20

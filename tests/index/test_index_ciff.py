@@ -1,4 +1,4 @@
-"""CIFF export and import (tierlab.ciff): a round trip through CIFF keeps
+"""CIFF export and import (tierlab.engine.ciff): a round trip through CIFF keeps
 every posting and every query result; a CIFF file written by hand (the
 protobuf bytes spelled out from CommonIndexFileFormat.proto) imports as
 expected; malformed files are refused."""
@@ -14,11 +14,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import reference as ref  # noqa: E402
 from index_helpers import random_corpus, write  # noqa: E402
 
-from tierlab import native  # noqa: E402
-from tierlab.ciff import CiffFile, export, import_, read_header  # noqa: E402
+from tierlab.core import native  # noqa: E402
+from tierlab.engine.ciff import CiffFile, export, import_, read_header  # noqa: E402
 from tierlab.cli import main  # noqa: E402
-from tierlab.errors import TierlabError  # noqa: E402
-from tierlab.index import Index, build  # noqa: E402
+from tierlab.core.errors import TierlabError  # noqa: E402
+from tierlab.engine.index import Index, build  # noqa: E402
 
 
 def _decode(kind, data, n, prev):

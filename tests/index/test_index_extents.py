@@ -14,9 +14,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from index_helpers import codec_names, random_corpus, write  # noqa: E402
 
-from tierlab import native  # noqa: E402
-from tierlab.errors import TierlabError  # noqa: E402
-from tierlab.index import Index, build  # noqa: E402
+from tierlab.core import native  # noqa: E402
+from tierlab.core.errors import TierlabError  # noqa: E402
+from tierlab.engine.index import Index, build  # noqa: E402
 
 HEADER = 128
 DOC_BYTES = 300

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from tierlab import native
-from tierlab.errors import TierlabError
+from tierlab.core import native
+from tierlab.core.errors import TierlabError
 
 U32 = 0xFFFFFFFF
 MAX_BLOCK = 256

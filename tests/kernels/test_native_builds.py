@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("TIERLAB_BUILD_DIR", REPO / "build"))
@@ -33,7 +33,7 @@ SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1",
 
 def _codec_names() -> list[str]:
     """Registry entries and their freq codecs, from the Python binding."""
-    from tierlab import native
+    from tierlab.core import native
 
     try:
         names: list[str] = []
@@ -137,7 +137,7 @@ def fuzz_build() -> Path:
 def _seed_corpus(name: str, corpus: Path) -> None:
     """A few valid inputs in the harness's layout (see fuzz_codec.c) so the
     fuzzer starts from real blocks instead of learning the format."""
-    from tierlab import native
+    from tierlab.core import native
 
     codec = next(c for r in native.codecs() for c in (r, r.freq) if c.name == name)
     rng = np.random.default_rng(7)

@@ -13,7 +13,7 @@ import glob
 import numpy as np
 import pytest
 
-from tierlab import native
+from tierlab.core import native
 
 U32 = 0xFFFFFFFF
 MAX_BLOCK = 256

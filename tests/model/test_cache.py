@@ -9,7 +9,7 @@ from collections import OrderedDict, deque
 import numpy as np
 import pytest
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 from tierlab.model.cache import (NEVER, POLICIES, Cache, Lookahead, next_uses,
                                  write_oracle_general)
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 from tierlab.model import config as C
-from tierlab.model import sweep
+from tierlab.experiments import sweep
 from tierlab.traces.schema import read_table
 
 SMALL = {"documents": 5000, "postings": 400_000, "vocabulary": 20_000, "index_bytes": 600_000}
@@ -115,7 +115,7 @@ def test_sweep_resumes_and_skips_finished_cells(tmp_path):
 
 
 def test_handoff_spin_defaults_to_the_runtimes():
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     spin = ffi_lib()[1].TIERLAB_APCACHE_HANDOFF_SPIN_NS
     assert C.runtime_spin_ns() == spin > 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from model_helpers import Costs, fast_device, index_of, segment_sized, trace_of
 
-from tierlab import specs
+from tierlab.core import specs
 from tierlab.model.pagecache import PAGE
 from tierlab.model.sim import CONFIGS, Params, Simulation
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 from tierlab.model import indexmeta as im
 from tierlab.model import trace as tr
 
@@ -41,7 +41,7 @@ def test_reference_preset_reproduces_the_reference_totals():
 
 
 def test_segments_formula_is_the_c_one():
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     _, lib = ffi_lib()
     m = im.synthesise({"documents": 3000, "postings": 250_000, "vocabulary": 15_000,

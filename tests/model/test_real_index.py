@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tierlab.cli import main
-from tierlab.index import build
+from tierlab.engine.index import build
 from tierlab.model import config as C
 from tierlab.model import indexmeta, trace
 from tierlab.traces.runs import read_trace
@@ -104,7 +104,7 @@ def test_cpu_source_is_checked(workload, msg):
 
 
 def test_cpu_measured_needs_an_all_dram_run(small):
-    from tierlab.errors import TierlabError
+    from tierlab.core.errors import TierlabError
 
     m = indexmeta.from_index(small / "idx")
     with pytest.raises(TierlabError, match="every structure in DRAM"):

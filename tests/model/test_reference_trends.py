@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from tierlab.model import reference as R
+from tierlab.experiments import reference as R
 
 IDX = 1000
 
@@ -147,7 +147,9 @@ def test_multicore_names_the_cpu_factor_when_the_ssds_never_wait_for_storage():
 
 
 def test_figures_are_drawn(tmp_path):
-    paths = R.plot_all(main_rows(), la_rows(0.5), mc_rows([10, 6, 7, 8]), tmp_path)
+    from tierlab.analysis.model_reference import plot_all
+
+    paths = plot_all(main_rows(), la_rows(0.5), mc_rows([10, 6, 7, 8]), tmp_path)
     assert len(paths) == 4 and all(p.stat().st_size > 1000 for p in paths)
     assert "HOLDS" in R.format_trends({"saturation": R.saturation(main_rows())})
 

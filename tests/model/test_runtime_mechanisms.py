@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from model_helpers import Costs, fast_device, index_of, trace_of
 
-from tierlab import costs as costs_mod
+from tierlab.model import costs as costs_mod
 from tierlab.model.pagecache import PAGE
 from tierlab.model.sim import Params, Simulation, shortest_postings
 
@@ -80,7 +80,7 @@ def test_shortest_postings_of_an_empty_query_is_zero():
     assert np.asarray(shortest_postings(trace_of([]), ix)).size == 0
 
 
-# --- the cost table's extra terms (tierlab/costs.py) -------------------------------
+# --- the cost table's extra terms (model/costs.py) -------------------------------
 
 def synthetic_and(rng, n=1500, result_ns=0.0, candidate_ns=0.0):
     import pandas as pd
@@ -124,7 +124,7 @@ def test_extra_terms_round_trip_and_are_checked(tmp_path):
 
     import pytest
 
-    from tierlab.errors import TierlabError
+    from tierlab.core.errors import TierlabError
 
     t = table(result_ns=4.0, candidate_ns=2.5)
     back = costs_mod.Costs.load(t.save(tmp_path / "c.json"))
@@ -153,7 +153,7 @@ def prefetch_run(wake, signal, config="base-prefetch", spin=0):
     tr = trace_of([[0], [1], [2]])
     p = Params(config=config, cache_bytes=1 << 20, passes=1,
                lookahead=16 if config == "base-prefetch" else None, handoff_spin_ns=spin)
-    from tierlab import specs
+    from tierlab.core import specs
 
     tier = specs.load("ddr4-2666") if p.hybrid else None
     sim = Simulation(ix, tr, p, HandoffCosts(wake, signal, query_ns=1000),
@@ -228,7 +228,7 @@ def test_signalling_a_waiting_worker_costs_the_query_thread():
 # --- copy into the segment cache (the cost table's threads.copy_bytes_per_s) ---------
 
 def test_copy_rate_probe_measures_a_positive_rate():
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     rate = ffi.new("double *")
@@ -247,7 +247,7 @@ class CopyCosts(Costs):
 
 
 def test_copies_go_at_the_slower_of_tier_and_copying_thread():
-    from tierlab import specs
+    from tierlab.core import specs
 
     ix = index_of([8 * PAGE, 8 * PAGE])
     tr = trace_of([[0], [1]])
@@ -302,7 +302,7 @@ def test_each_query_costs_cpu_factor_more_cpu_on_several_cores():
 # --- a block read through the runtime's emulated page cache (threads.page_hit_ns) -----
 
 def test_page_hit_probe_measures_a_small_positive_cost():
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     ns = ffi.new("double *")
@@ -313,7 +313,7 @@ def test_page_hit_probe_measures_a_small_positive_cost():
 
 
 def test_page_miss_probe_measures_the_bookkeeping_of_a_read():
-    from tierlab.native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     ns = ffi.new("double *")
@@ -363,7 +363,7 @@ def test_each_block_from_the_page_cache_costs_two_page_hits():
         tr = trace_of([[0]] * 3, blocks=[3] * 3)  # read once, then from a cache
         p = Params(config=config, cache_bytes=1 << 20, passes=1, page_hit_ns=page_hit_ns,
                    segment_bytes=4096, dram_budget_bytes=1 << 20)
-        from tierlab import specs
+        from tierlab.core import specs
 
         tier = specs.load("ddr4-2666") if p.hybrid else None
         sim = Simulation(ix, tr, p, Costs(query_ns=1000), fast_device(read_latency_ns=0.0),
@@ -456,7 +456,7 @@ def test_page_touch_ns_comes_from_the_table():
 
 
 def test_a_hybrid_worker_behind_the_page_cache_skips_terms_and_never_reads_storage():
-    from tierlab import specs
+    from tierlab.core import specs
 
     def run(copy_rate):
         ix = index_of([2 * PAGE] * 6)  # a DID page and a freq page each

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from model_helpers import Costs, fast_device, index_of, trace_of
 
-from tierlab import specs
-from tierlab.errors import TierlabError
+from tierlab.core import specs
+from tierlab.core.errors import TierlabError
 from tierlab.model import config as C
 from tierlab.model.sim import Params, Simulation
 from tierlab.model.tier import Tier

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from model_helpers import Costs, fast_device, segment_sized, trace_of
 
-from tierlab import specs
+from tierlab.core import specs
 from tierlab.model.sim import Params, Simulation
 
 SEG = 1024

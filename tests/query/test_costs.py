@@ -1,4 +1,4 @@
-"""tierlab.costs: the NNLS solver against a brute-force oracle, the fit on
+"""tierlab.model.costs: the NNLS solver against a brute-force oracle, the fit on
 synthetic data with known coefficients, the JSON table (round trip, errors
 naming the key), the per-machine default cache, and `tierlab query costs`
 end to end on a tiny generated index."""
@@ -12,10 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tierlab import corpus, costs, native
+from tierlab.engine import corpus
+from tierlab.model import costs
+from tierlab.core import native
 from tierlab.cli import main
-from tierlab.errors import TierlabError
-from tierlab.index import build
+from tierlab.core.errors import TierlabError
+from tierlab.engine.index import build
 
 
 # --- NNLS -----------------------------------------------------------------------
@@ -312,7 +314,7 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
 
 
 def test_measure_with_given_workload(tiny_index, tmp_path):
-    from tierlab.index import Index
+    from tierlab.engine.index import Index
 
     with Index(tiny_index) as ix:
         ext = ix.extents()

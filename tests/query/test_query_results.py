@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "index"))
 import reference as ref  # noqa: E402
 from index_helpers import codec_names, random_corpus, write  # noqa: E402
 
-from tierlab.errors import TierlabError  # noqa: E402
-from tierlab.index import Index, build  # noqa: E402
+from tierlab.core.errors import TierlabError  # noqa: E402
+from tierlab.engine.index import Index, build  # noqa: E402
 
 
 def _placements(tmp: Path) -> list[str]:

@@ -14,7 +14,7 @@ import reference as ref  # noqa: E402
 from index_helpers import random_corpus, write  # noqa: E402
 
 from tierlab.cli import main  # noqa: E402
-from tierlab.index import build  # noqa: E402
+from tierlab.engine.index import build  # noqa: E402
 
 COLUMNS = ["query_id", "query_type", "terms", "latency_ns", "postings_scored", "blocks_total",
            "blocks_decoded", "freq_blocks_decoded", "dict_bytes_read", "skip_bytes_read",

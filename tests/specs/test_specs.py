@@ -2,8 +2,8 @@
 specs get an error naming the file and the key."""
 import pytest
 
-from tierlab import specs
-from tierlab.errors import TierlabError
+from tierlab.core import specs
+from tierlab.core.errors import TierlabError
 
 
 def test_every_shipped_spec_loads_with_sources():

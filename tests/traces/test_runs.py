@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from tierlab.cli import main
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 from tierlab.traces.runs import read_trace
 
 

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 from tierlab.traces import schema
 
 # Golden: changing a column must be a deliberate act (bump schema_version).

@@ -11,10 +11,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from tierlab import specs
-from tierlab import validate as V
+from tierlab.core import specs
+from tierlab.analysis import validation_report as R
+from tierlab.experiments.validate import device_probe as VD
+from tierlab.experiments.validate import grid as VG
+from tierlab.experiments.validate import runner as V
 from tierlab.cli import main
-from tierlab.errors import TierlabError
+from tierlab.core.errors import TierlabError
 from tierlab.traces.schema import read_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +35,7 @@ def _grid(**over):
 # --- parsing ----------------------------------------------------------------------------
 
 def test_rows_are_the_product_without_repeats():
-    g = V.parse(_grid(config=["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
+    g = VG.parse(_grid(config=["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
                       workload={"type": ["single", "and"], "rp": [0.0, 0.5], "queries": 10},
                       cache_fraction=[0.1, 0.5], device=["hdd-7200", "nvme-p4800x", "real"]))
     assert len(g.rows) == 4 * 2 * 2 * 2 * 3
@@ -43,7 +46,7 @@ def test_rows_are_the_product_without_repeats():
 
 
 def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
-    g = V.parse(_grid(config=["base", "hybrid", "base-prefetch"], device=["real", "nvme-p4800x"]))
+    g = VG.parse(_grid(config=["base", "hybrid", "base-prefetch"], device=["real", "nvme-p4800x"]))
     docs = {(r.values["config"], r.values["device"]):
             V._model_doc(r, 100_000, tmp_path, tmp_path / "w", tmp_path / "c.json",
                          V.RealDevice(tmp_path / "real.yaml",
@@ -72,7 +75,7 @@ def test_the_model_gets_the_page_cache_cap_the_real_runtime_ran_with(tmp_path):
 
 
 def test_parameters_a_configuration_does_not_use_make_no_extra_rows():
-    g = V.parse(_grid(config=["base", "base-prefetch", "hybrid-prefetch"],
+    g = VG.parse(_grid(config=["base", "base-prefetch", "hybrid-prefetch"],
                       segment_bytes=["16KiB", "32KiB"], lookahead=[8, "adaptive"]))
     by = pd.Series([r.values["config"] for r in g.rows]).value_counts().to_dict()
     # base: one row; base-prefetch: lookahead 8 only (no adaptive); hybrid-prefetch: 2 x 2
@@ -112,7 +115,7 @@ def test_bad_grids_are_one_line_errors_naming_the_key(tmp_path, capsys, over, ke
 
 def test_missing_grid_file_is_an_error():
     with pytest.raises(TierlabError, match="cannot read"):
-        V.load("/nonexistent/grid.yaml")
+        VG.load("/nonexistent/grid.yaml")
 
 
 # --- a tiny grid end to end ------------------------------------------------------------
@@ -172,7 +175,7 @@ def test_short_rows_keep_the_median_of_their_repeats(tiny):
     assert t["model"] == pytest.approx(s["targets"]["qps_median_abs_rel_error"]["value"])
     assert t["runtime_vs_itself"] >= 0 and isinstance(t["noise_allows_it"], bool)
     assert "Noise floor" in (tiny / "validation.md").read_text()
-    grid = V.parse(yaml.safe_load(TINY.read_text()))
+    grid = VG.parse(yaml.safe_load(TINY.read_text()))
     grid.out = tiny
     notes = V.spread_notes(grid)  # the runtime's own noise, next to the model's errors
     assert len(notes) == 1 and "nvme-p4800x median" in notes[0]
@@ -201,7 +204,7 @@ def test_short_rows_keep_the_median_of_their_repeats(tiny):
 ])
 def test_emulated_runs_that_miss_their_device_timing_are_run_again(tmp_path, monkeypatch, plan,
                                                                     kept, runs, twin, min_runs):
-    from tierlab import apcache
+    from tierlab.runtime import apcache
     from tierlab.traces import schema
 
     done = []
@@ -307,14 +310,14 @@ def test_emulated_runs_late_on_their_device_are_flagged():
 
 
 def test_a_raised_real_page_cache_is_not_a_parameter_mismatch(tiny):
-    grid = V.parse(yaml.safe_load(TINY.read_text()))
+    grid = VG.parse(yaml.safe_load(TINY.read_text()))
     grid.out = tiny
     m, p = V.collect(grid)
-    assert V.param_mismatches(m, p) == []
+    assert R.param_mismatches(m, p) == []
     p.loc[0, "cache_bytes"] = 4 << 20  # the model ran with the runtime's raised cgroup cap
-    assert V.param_mismatches(m, p) == []
+    assert R.param_mismatches(m, p) == []
     p.loc[0, "cores"] = 3  # any other difference still is one
-    assert len(V.param_mismatches(m, p)) == 1
+    assert len(R.param_mismatches(m, p)) == 1
 
 
 def test_the_noise_floor_is_given_without_the_real_device_too(tiny, tmp_path):
@@ -322,13 +325,13 @@ def test_the_noise_floor_is_given_without_the_real_device_too(tiny, tmp_path):
 
     out = tmp_path / "out"
     shutil.copytree(tiny, out)
-    grid = V.parse(yaml.safe_load(TINY.read_text()))
+    grid = VG.parse(yaml.safe_load(TINY.read_text()))
     grid.out = out
     m, p = V.collect(grid)
     real = m["workload_type"] == "and"  # call the AND rows real: 4 rows, one cell
     for df in (m, p):
         df.loc[real.to_numpy(), "device_label"] = V.REAL
-    res = V.analyse(grid, m, p)
+    res = R.analyse(grid.out, m, p, V.collect_twins(grid, m))
     doc = json.loads((out / "summary.json").read_text())
     assert doc["noise_floor"]["rows"] == 8
     assert doc["noise_floor_emulated_devices_only"]["rows"] == 4
@@ -370,7 +373,7 @@ def test_ctrl_c_keeps_finished_rows(tiny, tmp_path, monkeypatch):
         shutil.copy(tiny / name, out / name)
     doc = yaml.safe_load(TINY.read_text())
     doc["workload"]["type"] = "single"
-    grid = V.parse(doc)
+    grid = VG.parse(doc)
     grid.out = out
     real_run_row, calls = V.run_row, []
 
@@ -381,10 +384,11 @@ def test_ctrl_c_keeps_finished_rows(tiny, tmp_path, monkeypatch):
         return real_run_row(row, *a, **kw)
 
     monkeypatch.setattr(V, "run_row", interrupted_third)
-    with pytest.raises(KeyboardInterrupt):
-        V.run(grid, progress=False, log=lambda m: None)
+    got = V.run(grid, progress=False, log=lambda m: None)
+    assert got.interrupted  # the caller reports what was finished, then re-raises
     done = [r for r in grid.rows if V.is_done(out, r)]
     assert [r.id for r in done] == calls[:2]
+    R.analyse(got.out, got.measured, got.model, got.twins, got.notes)
     assert len(pd.read_csv(out / "validation.csv")) == 2  # analysed what was finished
     monkeypatch.setattr(V, "run_row", real_run_row)
     V.run(grid, progress=False, log=lambda m: None)  # the rerun finishes the rest
@@ -395,7 +399,7 @@ def test_a_failed_runtime_run_is_listed_and_the_grid_goes_on(tiny, tmp_path, mon
                                                              capsys):
     import shutil
 
-    import tierlab.apcache as apc
+    import tierlab.runtime.apcache as apc
 
     out = tmp_path / "out"
     out.mkdir()
@@ -427,7 +431,7 @@ def test_a_failed_runtime_run_is_listed_and_the_grid_goes_on(tiny, tmp_path, mon
 # --- the real device ----------------------------------------------------------------------
 
 def test_probe_and_spec(tmp_path):
-    p = V.probe_device(tmp_path, file_bytes=8 * 2**20, random_reads=64, threads=2,
+    p = VD.probe_device(tmp_path, file_bytes=8 * 2**20, random_reads=64, threads=2,
                        run_reads=200, caps=(1 << 20, 1 << 20, 2 << 20))
     assert p["read_bandwidth_bytes_per_s"] > 1e6
     assert 0 < p["read_4k_median_ns"] < 1e9 and p["read_latency_ns"] >= 0
@@ -463,14 +467,14 @@ def test_read_probe_errors_are_named(tmp_path):
     small = tmp_path / "small.bin"
     small.write_bytes(b"\0" * 8192)
     with pytest.raises(TierlabError, match="too small"):
-        V.runtime_reads(small, 128 << 10, 4 << 20, 10)
+        VD.runtime_reads(small, 128 << 10, 4 << 20, 10)
     with pytest.raises(TierlabError, match="4 KiB .. 1 MiB"):
-        V.runtime_reads(small, 100, 0, 10)
+        VD.runtime_reads(small, 100, 0, 10)
 
 
 def test_host_caching_is_named():
-    assert V.host_caching_suspected({"read_4k_median_ns": 3_000})
-    assert not V.host_caching_suspected({"read_4k_median_ns": 80_000})
+    assert VD.host_caching_suspected({"read_4k_median_ns": 3_000})
+    assert not VD.host_caching_suspected({"read_4k_median_ns": 80_000})
 
 
 def test_a_real_rows_model_gets_the_line_its_own_probes_measured(tmp_path):

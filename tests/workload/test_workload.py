@@ -1,4 +1,4 @@
-"""Workloads (tierlab.workload): WORKLOAD.md's RP algorithm checked against a
+"""Workloads (tierlab.engine.workload): WORKLOAD.md's RP algorithm checked against a
 straightforward re-implementation, classes and thresholds, AND pairing, query
 files and statistics."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import random
 import pandas as pd
 import pytest
 
-from tierlab.errors import TierlabError
-from tierlab.workload import (Thresholds, class_terms, generate, generate_queries, read_queries,
+from tierlab.core.errors import TierlabError
+from tierlab.engine.workload import (Thresholds, class_terms, generate, generate_queries, read_queries,
                               workload_stats)
 
 

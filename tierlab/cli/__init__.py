@@ -16,9 +16,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse  # noqa: E402
 import sys  # noqa: E402
 
-from .. import __version__  # noqa: E402
-from ..errors import TierlabError  # noqa: E402
-from . import (apcache, bench, corpus, index, list_, model, query, trace,  # noqa: E402
+from tierlab import __version__  # noqa: E402
+from tierlab.core.errors import TierlabError  # noqa: E402
+from tierlab.cli import (apcache, bench, corpus, index, list_, model, query, trace,  # noqa: E402
                validate, workload)
 
 GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model, validate]

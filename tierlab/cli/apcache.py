@@ -1,10 +1,10 @@
 """`tierlab apcache run`: the native APCache runtime on an index and a
-workload (tierlab.apcache; kernels/src/apcache/)."""
+workload (tierlab.runtime.apcache; kernels/src/apcache/)."""
 from __future__ import annotations
 
 import argparse
 
-from .args import paragraphs, positive_int, size
+from tierlab.cli.args import paragraphs, positive_int, size
 
 
 class _Registry(str):
@@ -19,7 +19,7 @@ class _Registry(str):
         return self
 
     def __mod__(self, params):
-        from ..errors import TierlabError
+        from tierlab.core.errors import TierlabError
 
         try:
             names = ", ".join(self.fn())
@@ -29,12 +29,12 @@ class _Registry(str):
 
 
 def _configs() -> list[str]:
-    from ..apcache import configs
+    from tierlab.runtime.apcache import configs
     return configs()
 
 
 def _policies() -> list[str]:
-    from ..apcache import policies
+    from tierlab.runtime.apcache import policies
     return policies()
 
 
@@ -123,7 +123,7 @@ def register(sub) -> None:
 
 
 def run_cmd(args) -> int:
-    from ..apcache import run
+    from tierlab.runtime.apcache import run
 
     bar = None
     progress = None

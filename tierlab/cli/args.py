@@ -20,8 +20,8 @@ def positive_int(text: str) -> int:
 
 def size(text: str) -> int:
     """'100MB', '1.5GiB', '4096' -> bytes."""
-    from ..corpus import parse_size
-    from ..errors import TierlabError
+    from tierlab.core.values import parse_size
+    from tierlab.core.errors import TierlabError
 
     try:
         return parse_size(text)

@@ -1,13 +1,13 @@
 """`tierlab bench codecs`: the codec benchmark against real peers, as JSON
-(tierlab/bench/codecs.py does the work; analysis/codec_pareto.py draws it)."""
+(tierlab/experiments/bench/codecs.py does the work; analysis/codec_pareto.py draws it)."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from ..errors import TierlabError
-from .args import positive_int, size
+from tierlab.core.errors import TierlabError
+from tierlab.cli.args import positive_int, size
 
 _CODECS_HELP = """\
 Time every codec in the registry on two synthetic posting lists (uniform and
@@ -140,7 +140,7 @@ show how much of tierlab's time is decoding. Scratch files go next to --out (or 
 
 
 def register_pisa(bsub) -> None:
-    from ..bench import pisa_engine  # light: no numpy until it runs
+    from tierlab.experiments.bench import pisa_engine  # light: no numpy until it runs
 
     p = _benchmark(bsub, "pisa", "query speed vs PISA (pyterrier-pisa) on the same index",
                    _PISA_HELP)
@@ -166,7 +166,7 @@ def register_pisa(bsub) -> None:
 
 
 def run_codecs(args) -> int:
-    from ..bench import codecs, data
+    from tierlab.experiments.bench import codecs, data
 
     if args.n <= 0:
         raise TierlabError(f"--n must be a positive number of integers, got {args.n}")
@@ -195,7 +195,7 @@ def run_codecs(args) -> int:
     if args.plot is not None:
         import pandas as pd
 
-        from ..analysis.codec_pareto import plot_codec_pareto
+        from tierlab.analysis.codec_pareto import plot_codec_pareto
 
         plot_codec_pareto(pd.DataFrame(doc["records"]), args.plot)
     print(codecs.format_table(doc))
@@ -204,8 +204,8 @@ def run_codecs(args) -> int:
 
 
 def run_index(args) -> int:
-    from ..bench import index as bench_index
-    from ..bench.codecs import check_writable, write_json
+    from tierlab.experiments.bench import index as bench_index
+    from tierlab.experiments.bench.codecs import check_writable, write_json
 
     cfg = bench_index.Config(**_inputs(args))
     bench_index.validate(cfg)
@@ -215,7 +215,7 @@ def run_index(args) -> int:
     doc = bench_index.run(cfg, args.out)
     write_json(doc, args.out)
     if args.plot is not None:
-        from ..analysis.index_qps_vs_size import plot_qps_vs_size
+        from tierlab.analysis.index_qps_vs_size import plot_qps_vs_size
 
         plot_qps_vs_size(doc, args.plot)
     print(bench_index.format_table(doc))
@@ -224,8 +224,8 @@ def run_index(args) -> int:
 
 
 def run_pisa(args) -> int:
-    from ..bench import pisa as bench_pisa
-    from ..bench.codecs import check_writable, write_json
+    from tierlab.experiments.bench import pisa as bench_pisa
+    from tierlab.experiments.bench.codecs import check_writable, write_json
 
     cfg = bench_pisa.Config(
         **_inputs(args), codec=args.codec, ks=_each_once(args.k, bench_pisa.Config.ks),
@@ -258,7 +258,7 @@ the end. Takes about 5 minutes at the defaults on 2 cores.
 
 
 def register_cache(bsub) -> None:
-    from ..bench import cache as bench_cache
+    from tierlab.experiments.bench import cache as bench_cache
 
     p = _benchmark(bsub, "cache", "cache policy simulation speed vs libCacheSim", _CACHE_HELP)
     p.add_argument("--requests", type=positive_int, default=10_000_000, metavar="N",
@@ -284,8 +284,8 @@ def register_cache(bsub) -> None:
 
 
 def run_cache(args) -> int:
-    from ..bench import cache as bench_cache
-    from ..bench.codecs import check_writable, write_json
+    from tierlab.experiments.bench import cache as bench_cache
+    from tierlab.experiments.bench.codecs import check_writable, write_json
 
     cfg = bench_cache.Config(
         requests=args.requests, keys=args.keys,
@@ -305,7 +305,7 @@ def run_cache(args) -> int:
 
 
 _MODEL_HELP = """\
-How fast the SimPy model of APCache is (tierlab.bench.model). Runs a share
+How fast the SimPy model of APCache is (tierlab.experiments.bench.model). Runs a share
 (--fraction, default 1/8: a seeded random sample of cells) of the grid of
 `tierlab model reference` (4 configurations x 8 cache sizes x 3 RP x HDD and
 NVMe x SINGLE and AND, 1,000 H queries and 2 passes each, at the reference
@@ -333,8 +333,8 @@ def register_model(bsub) -> None:
 
 
 def run_model(args) -> int:
-    from ..bench import model as bench_model
-    from ..bench.codecs import check_writable, write_json
+    from tierlab.experiments.bench import model as bench_model
+    from tierlab.experiments.bench.codecs import check_writable, write_json
 
     cfg = bench_model.Config(fraction=args.fraction, full=args.full, workers=args.workers,
                              costs=args.costs, work=args.work, progress=_progress(args))

@@ -1,11 +1,11 @@
 """`tierlab corpus generate|ingest|stats`: make a corpus in tierlab's corpus
-format (tierlab.corpus) or look at one."""
+format (tierlab.engine.corpus) or look at one."""
 from __future__ import annotations
 
 import argparse
 import json
 
-from .args import paragraphs, positive_int, size
+from tierlab.cli.args import paragraphs, positive_int, size
 
 FORMAT_HELP = ("Output: CORPUS (UTF-8, one document per line, each at most --doc-bytes bytes), "
                "CORPUS.terms.tsv (term, postings, occurrences) and CORPUS.json (the manifest), "
@@ -86,7 +86,7 @@ def register(sub) -> None:
 
 
 def run_generate(args) -> int:
-    from ..corpus import GenerateParams, generate, summary
+    from tierlab.engine.corpus import GenerateParams, generate, summary
 
     m = generate(args.out, GenerateParams(
         seed=args.seed, size_bytes=args.size, docs=args.docs, doc_bytes=args.doc_bytes,
@@ -99,8 +99,8 @@ def run_generate(args) -> int:
 
 
 def run_ingest(args) -> int:
-    from ..corpus import summary
-    from ..ingest import ingest
+    from tierlab.engine.corpus import summary
+    from tierlab.engine.ingest import ingest
 
     m = ingest(args.inputs, args.out, fmt=args.format, doc_bytes=args.doc_bytes,
                text_field=args.text_field, skip_bad=args.skip_bad, max_docs=args.max_docs,
@@ -116,8 +116,8 @@ def run_ingest(args) -> int:
 
 
 def run_stats(args) -> int:
-    from ..corpus import read_manifest, summary, verify
-    from ..errors import TierlabError
+    from tierlab.engine.corpus import read_manifest, summary, verify
+    from tierlab.core.errors import TierlabError
 
     m = read_manifest(args.corpus)
     print(json.dumps(m, indent=2) if args.json else summary(m))

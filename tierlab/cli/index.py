@@ -1,11 +1,11 @@
 """`tierlab index build|info|export|import`: build an inverted index from a
-corpus, describe and check one, or move one to and from CIFF (tierlab.index,
-tierlab.ciff; formats in kernels/formats/index.md)."""
+corpus, describe and check one, or move one to and from CIFF (tierlab.engine.index,
+tierlab.engine.ciff; formats in kernels/formats/index.md)."""
 from __future__ import annotations
 
 import json
 
-from .args import size
+from tierlab.cli.args import size
 
 
 def register(sub) -> None:
@@ -105,7 +105,7 @@ def run_build(args) -> int:
     import os
     import time
 
-    from ..index import build
+    from tierlab.engine.index import build
 
     bar = None
     progress = None
@@ -134,7 +134,7 @@ def run_build(args) -> int:
 
 
 def run_info(args) -> int:
-    from ..index import Index
+    from tierlab.engine.index import Index
 
     with Index(args.index) as ix:
         m = ix.manifest
@@ -164,7 +164,7 @@ def _bar(quiet: bool, desc: str):
 
 
 def run_export(args) -> int:
-    from ..ciff import export
+    from tierlab.engine.ciff import export
 
     bar, progress = _bar(args.quiet, "export")
     try:
@@ -179,7 +179,7 @@ def run_export(args) -> int:
 
 
 def run_import(args) -> int:
-    from ..ciff import import_
+    from tierlab.engine.ciff import import_
 
     bar, progress = _bar(args.quiet, "import")
     try:

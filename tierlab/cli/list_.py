@@ -1,6 +1,6 @@
 """`tierlab list codecs|configs|tiers|devices|policies`: print a registry (the
 names users type), read from where it is kept: the codec, configuration and
-policy registries of the C kernels, and the specs of sim-configs/ (tierlab.specs)
+policy registries of the C kernels, and the specs of sim-configs/ (tierlab.core.specs)
 for tiers (memory specs) and devices (storage specs)."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _table(header: list[str], rows: list[list]) -> None:
 
 
 def _codecs() -> None:
-    from .. import native
+    from tierlab.core import native
 
     _table(["codec", "delta", "impl"],
            [[c.name, "yes" if c.delta else "no", c.impl] for c in native.codecs()])
@@ -30,19 +30,19 @@ def _codecs() -> None:
 
 
 def _configs() -> None:
-    from .. import apcache
+    from tierlab.runtime import apcache
 
     _table(["config"], [[name] for name in apcache.configs()])
 
 
 def _policies() -> None:
-    from .. import apcache
+    from tierlab.runtime import apcache
 
     _table(["policy"], [[name] for name in apcache.policies()])
 
 
 def _specs(kind: str) -> list:
-    from .. import specs
+    from tierlab.core import specs
 
     return [s for s in (specs.load(n) for n in specs.names()) if s.kind == kind]
 

@@ -8,8 +8,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..errors import TierlabError
-from .args import paragraphs
+from tierlab.core.errors import TierlabError
+from tierlab.cli.args import paragraphs
 
 _RUN_HELP = paragraphs(
     "Run one APCache configuration in the SimPy model (APCACHE.md): base, base-prefetch, "
@@ -119,7 +119,7 @@ SUMMARY = ("config", "device", "slow_tier", "index_bytes", "workload", "cores", 
 
 
 def run_cmd(args) -> int:
-    from ..model import config as cfgmod
+    from tierlab.model import config as cfgmod
 
     over = _set_pairs(args.set)
     if args.out:
@@ -144,7 +144,7 @@ def run_cmd(args) -> int:
 
 
 def sweep_cmd(args) -> int:
-    from ..model import sweep
+    from tierlab.experiments import sweep
 
     cells, out, workers = sweep.load(args.grid)
     if args.out:
@@ -157,7 +157,7 @@ def sweep_cmd(args) -> int:
     print(f"{len(cells)} cells; results in {out / 'cache_run.parquet'} and "
           f"{out / 'cache_run.csv'}")
     if args.plot is not None and df is not None:
-        from ..analysis.model_qps_vs_cache import plot_qps_vs_cache
+        from tierlab.analysis.model_qps_vs_cache import plot_qps_vs_cache
 
         path = plot_qps_vs_cache(df, args.plot or out / "qps_vs_cache.png")
         print(f"wrote {path}")
@@ -165,7 +165,7 @@ def sweep_cmd(args) -> int:
 
 
 def reference_cmd(args) -> int:
-    from ..model import reference, sweep
+    from tierlab.experiments import reference, sweep
 
     if args.workers < 1:
         raise TierlabError(f"--workers {args.workers}: at least 1")
@@ -186,7 +186,9 @@ def reference_cmd(args) -> int:
         tables[name] = df[df["params"].map(lambda p: json.loads(p).get("cell_id") in ids)]
     trends = reference.check_all(tables["main"], tables["lookahead"], tables["multicore"])
     (out / "trends.json").write_text(json.dumps(trends, indent=1, default=str) + "\n")
-    paths = reference.plot_all(tables["main"], tables["lookahead"], tables["multicore"], out)
+    from tierlab.analysis.model_reference import plot_all
+
+    paths = plot_all(tables["main"], tables["lookahead"], tables["multicore"], out)
     print(reference.format_trends(trends))
     print(f"wrote {out / 'trends.json'}, " + ", ".join(str(p) for p in paths))
     return 0

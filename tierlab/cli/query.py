@@ -1,11 +1,11 @@
 """`tierlab query run|terms|costs`: run a query workload against an index with
-the measurement protocol, run one query and print its hits (tierlab.query), or
-measure the per-block cost table the model charges queries with (tierlab.costs)."""
+the measurement protocol, run one query and print its hits (tierlab.engine.query), or
+measure the per-block cost table the model charges queries with (tierlab.model.costs)."""
 from __future__ import annotations
 
 import sys
 
-from .args import positive_int
+from tierlab.cli.args import positive_int
 
 PLACE_HELP = ("where each file lives: dict=T,skip=T,did=T,freq=T or one T for all, T one of "
               "storage (mmap, page cache), dram (anonymous memory, mlock'd if allowed), "
@@ -74,7 +74,7 @@ def register(sub) -> None:
         "runtime's thread hand-off, segment-cache copy rate and page-cache hit (`threads`), "
         "and how much slower a query gets with n cores querying their own index copies at "
         "once (`cores`, n up to the allowed CPUs, at most 4). Writes JSON (format tierlab-costs, read by "
-        "tierlab.costs.Costs.load). With --default: the "
+        "tierlab.model.costs.Costs.load). With --default: the "
         "per-machine default table of --codec, measured once on a small generated index and "
         "cached under $XDG_CACHE_HOME/tierlab/ (~/.cache/tierlab/).",
         epilog="examples: tierlab query costs data/idx --out costs.json; "
@@ -107,7 +107,7 @@ def register(sub) -> None:
 
 
 def run_workload(args) -> int:
-    from ..query import run, summary_path
+    from tierlab.engine.query import run, summary_path
 
     bar = None
     progress = None
@@ -145,7 +145,7 @@ def run_workload(args) -> int:
 
 
 def run_terms(args) -> int:
-    from ..index import Index
+    from tierlab.engine.index import Index
 
     terms = [t.lower() for t in args.terms if t != "AND"]
     with Index(args.index, args.place) as ix:
@@ -162,8 +162,8 @@ def run_terms(args) -> int:
 
 
 def _queries_per_class(items) -> dict:
-    from ..costs import CLASSES
-    from ..errors import TierlabError
+    from tierlab.model.costs import CLASSES
+    from tierlab.core.errors import TierlabError
 
     out = {}
     for item in items or []:
@@ -177,8 +177,8 @@ def _queries_per_class(items) -> dict:
 
 
 def run_costs(args) -> int:
-    from .. import costs
-    from ..errors import TierlabError
+    from tierlab.model import costs
+    from tierlab.core.errors import TierlabError
 
     if args.default:
         if args.index or args.workload or args.queries or args.placement:

@@ -22,8 +22,8 @@ def register(sub) -> None:
 
 
 def run_inspect(args) -> int:
-    from ..traces import schema
-    from ..traces.runs import read_trace
+    from tierlab.traces import schema
+    from tierlab.traces.runs import read_trace
 
     path = Path(args.path)
     if path.is_dir():

@@ -1,12 +1,12 @@
 """`tierlab validate GRID.yaml`: the SimPy model against the native runtime
-on a grid (tierlab.validate; analysis/validation.py)."""
+on a grid (tierlab.experiments.validate; analysis/validation.py)."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-from .args import paragraphs
+from tierlab.cli.args import paragraphs
 
 _HELP = paragraphs(
     "Validate the SimPy model (model/) against the native APCache runtime (tierlab apcache "
@@ -67,21 +67,31 @@ def register(sub) -> None:
 
 
 def validate_cmd(args) -> int:
-    from .. import validate
+    from tierlab.experiments import validate
 
     grid = validate.load(args.grid)
     if args.out:
         grid.out = Path(args.out)
     print(f"{len(grid.rows)} rows (runtime + model each) into {grid.out}", file=sys.stderr)
-    try:
-        res = validate.run(grid, progress=not args.no_progress and sys.stderr.isatty())
-    except KeyboardInterrupt:
+    from tierlab.analysis.validation_report import analyse
+
+    def interrupted():
         print(f"tierlab: interrupted; finished rows are kept in {grid.out / 'rows'} (a rerun "
               f"continues)", file=sys.stderr)
+
+    try:
+        done = validate.run(grid, progress=not args.no_progress and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        interrupted()
         raise
-    if res is None:
+    if done is None:
         print("no finished rows")
         return 0
+    res = analyse(done.out, done.measured, done.model, done.twins, done.notes)
+    if done.interrupted:
+        print(res["text"])
+        interrupted()
+        raise KeyboardInterrupt
     print(res["text"])
     for n in res["doc"]["notes"]:
         print(f"note: {n}")
@@ -89,8 +99,8 @@ def validate_cmd(args) -> int:
         print(f"parameter mismatch: {n}")
     print(f"wrote {grid.out}/measured.parquet, model.parquet, validation.csv, validation.md, "
           f"parity.png, summary.json")
-    if res.get("failed"):
-        print(f"{len(res['failed'])} row(s) failed in the runtime and are left out (a rerun "
+    if done.failed:
+        print(f"{len(done.failed)} row(s) failed in the runtime and are left out (a rerun "
               f"tries them again)", file=sys.stderr)
         return 1
     return 0

@@ -1,11 +1,11 @@
 """`tierlab workload generate|stats`: query workloads over a corpus's terms
-(tierlab.workload; WORKLOAD.md)."""
+(tierlab.engine.workload; WORKLOAD.md)."""
 from __future__ import annotations
 
 import argparse
 import json
 
-from .args import paragraphs, positive_int
+from tierlab.cli.args import paragraphs, positive_int
 
 SOURCE_HELP = ("--corpus CORPUS reads CORPUS.terms.tsv and the document count from CORPUS.json; "
                "--terms TABLE reads any table with columns term, postings (and occurrences; an "
@@ -106,7 +106,7 @@ def _print_stats(st: dict) -> None:
 
 
 def run_generate(args) -> int:
-    from ..workload import generate
+    from tierlab.engine.workload import generate
 
     doc = generate(args.out, corpus=args.corpus, terms=args.terms, documents=args.documents,
                    cls=args.cls, qtype=args.type, queries=args.queries, rp=args.rp,
@@ -124,14 +124,14 @@ def run_generate(args) -> int:
 
 
 def run_stats(args) -> int:
-    from ..workload import stats
+    from tierlab.engine.workload import stats
 
     doc = stats(args.workload, corpus=args.corpus, terms=args.terms, documents=args.documents,
                 block_postings=args.block_postings, h=args.h, l=args.l)
     if args.out:
         from pathlib import Path
 
-        from ..corpus import atomic_outputs
+        from tierlab.engine.corpus import atomic_outputs
 
         with atomic_outputs(Path(args.out)) as (tmp,):
             tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -3,7 +3,7 @@
  *   queries.tsv   one row per finished query per core
  *   timeline.tsv  one row per sample per core
  *   hits.tsv      core 0's top-k (query_id rank did score), when asked
- * tierlab/apcache.py turns them into the cache_run / cache_query /
+ * tierlab/runtime/apcache.py turns them into the cache_run / cache_query /
  * cache_timeline tables of traces/schema.yaml; the field meanings are those
  * of the schema's columns. Written to temporary names and renamed, so a file
  * named like this is complete. */

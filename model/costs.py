@@ -27,10 +27,10 @@ How `measure` gets them
 -----------------------
 1. Workloads spanning the frequency classes: the files given, or by default
    SINGLE and AND workloads for H, M and L generated from the index's own
-   dictionary (tierlab.workload's generator and class thresholds; the index's
+   dictionary (tierlab.engine.workload's generator and class thresholds; the index's
    dictionary holds the same terms and posting counts as its corpus's term
    table, so the corpus need not exist any more).
-2. Each workload runs through tierlab.query.run `repeats` times with
+2. Each workload runs through tierlab.engine.query.run `repeats` times with
    `passes` passes each (the last, warm pass is reported); a query's latency
    is the median of its `repeats` reported latencies, which removes the
    one-off stalls a shared machine adds.
@@ -90,8 +90,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .errors import TierlabError
+from tierlab import __version__
+from tierlab.core.errors import TierlabError
 
 FORMAT = "tierlab-costs"
 VERSION = 1
@@ -552,7 +552,7 @@ class _Workload:
 
 def _generated_workloads(ext, documents: int, tmp: Path, queries: dict[str, int],
                          seed: int) -> list[_Workload]:
-    from .workload import Thresholds, class_terms, generate_queries, write_queries
+    from tierlab.engine.workload import Thresholds, class_terms, generate_queries, write_queries
 
     thr = Thresholds.resolve(documents=documents)
     out = []
@@ -579,7 +579,7 @@ def _query_classes(table, postings: dict, thr) -> np.ndarray:
 
 
 def _workload_sidecar_class(path: Path) -> str | None:
-    from .workload import stats_path
+    from tierlab.engine.workload import stats_path
 
     try:
         c = json.loads(stats_path(path).read_text()).get("generator", {}).get("class")
@@ -596,8 +596,8 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     copied back to back, pinned to one CPU. The fastest of `reps` passes
     (the undisturbed time: on a shared machine a pass of a few ms is easily
     preempted; the fit uses it as a lower bound) and their median."""
-    from .index import FILES
-    from .native import ffi_lib
+    from tierlab.engine.index import FILES
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     path = Path(index.path)
@@ -650,7 +650,7 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     None of it is in a query's latency as `tierlab query run` measures it,
     yet every prefetched query the query thread waits for pays the hand-off
     (~5-30 us on a VM) and every cached term the copy."""
-    from .native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     wake, sig = ffi.new("double[]", rounds), ffi.new("double[]", rounds)
@@ -712,7 +712,7 @@ def _run_on_cores(ixs, queries, cpus, reps: int, k: int) -> list[float]:
     sums = [0.0] * len(ixs)
     failed = []
 
-    from .query import pin
+    from tierlab.engine.query import pin
 
     def work(i):
         try:
@@ -747,8 +747,8 @@ def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAUL
     it); cpu_factor[n] = median over rounds of (mean summed latency together) /
     (summed latency alone). The model multiplies a query's CPU time by it
     (Costs.cpu_factor)."""
-    from .index import Index
-    from .workload import read_queries
+    from tierlab.engine.index import Index
+    from tierlab.engine.workload import read_queries
 
     rounds = rounds or CORE_PROBE_ROUNDS
     cpus = sorted(os.sched_getaffinity(0))[:max_cores] if hasattr(os, "sched_getaffinity") \
@@ -787,7 +787,7 @@ def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAUL
 
 def _decode_pass(ffi, lib, path, key, fname, ptr, start, end, lens, prevs, out, reps) -> dict:
     """Gather the sampled blocks of one file back to back and time decoding them."""
-    from .query import pin
+    from tierlab.engine.query import pin
 
     start, end = start.astype(np.int64), end.astype(np.int64)
     data = np.fromfile(path / fname, dtype=np.uint8)
@@ -894,13 +894,13 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
 
     workloads: query files (None: generate SINGLE and AND for H, M, L from
     the index's dictionary, `queries` per class). placement as
-    tierlab.query.run takes it (default dram). progress(done, total) is
+    tierlab.engine.query.run takes it (default dram). progress(done, total) is
     called after each run of a workload."""
     import pandas as pd
 
-    from .index import Index
-    from .query import machine, run
-    from .workload import Thresholds
+    from tierlab.engine.index import Index
+    from tierlab.engine.query import machine, run
+    from tierlab.engine.workload import Thresholds
 
     if passes < 2:
         raise TierlabError(f"passes must be >= 2 (the last, warm pass is measured), not {passes}")
@@ -966,7 +966,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
     table["shortest_postings"] = [min((int(x) for x in str(v).split()), default=0)
                                   for v in table["term_postings"]]
     coef, fit, with_results = fit_table(table, decode)
-    method = (f"tierlab.query.run over {how}, {repeats} runs of {passes} passes "
+    method = (f"tierlab.engine.query.run over {how}, {repeats} runs of {passes} passes "
               f"(last pass each) with the index placed '{placement or 'storage'}'; per-query "
               f"median latency of the runs; per type a non-negative least-squares fit of "
               f"latency ~ query_ns + block_ns * blocks_decoded + posting_ns * postings_scored "
@@ -999,8 +999,8 @@ def default_path(codec: str = DEFAULT_CODEC) -> Path:
     """Where the default table of this codec, tierlab version, CPU and build of
     the C kernels lives (a rebuilt engine gets a table of its own: its queries
     may cost differently)."""
-    from .native import library_digest
-    from .query import machine
+    from tierlab.core.native import library_digest
+    from tierlab.engine.query import machine
 
     cpu = machine().get("cpu", "unknown-cpu")
     slug = re.sub(r"[^a-z0-9]+", "-", cpu.lower()).strip("-")[:40]
@@ -1014,7 +1014,7 @@ def default(codec: str = DEFAULT_CODEC, *, refresh: bool = False, progress: bool
     now on a small generated index (~24 MB corpus, a few seconds) and cached
     (see default_path). refresh=True measures again. The path is printed on
     stderr (or passed to log) whenever a table is created."""
-    from .native import codec as find_codec
+    from tierlab.core.native import codec as find_codec
 
     find_codec(codec)  # a clear error listing the known codecs
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -1027,8 +1027,8 @@ def default(codec: str = DEFAULT_CODEC, *, refresh: bool = False, progress: bool
             log(f"tierlab: {path}: {cached.missing()}; measuring it again")
         except TierlabError as e:
             log(f"tierlab: {e}; measuring it again")
-    from . import corpus as corpus_mod
-    from . import index as index_mod
+    from tierlab.engine import corpus as corpus_mod
+    from tierlab.engine import index as index_mod
 
     with tempfile.TemporaryDirectory(prefix="tierlab-costs-default-") as tmp:
         tmp = Path(tmp)

@@ -44,8 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import __version__
-from .errors import TierlabError
+from tierlab import __version__
+from tierlab.core.errors import TierlabError
 
 DEFAULT_CACHE = 64 * 2**20
 DEFAULT_SEGMENT = 32 * 2**10
@@ -57,7 +57,7 @@ TABLES = ("cache_run", "cache_query", "cache_timeline")
 
 def configs() -> list[str]:
     """The configuration registry of the C runtime (names users type)."""
-    from .native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     return [ffi.string(lib.tierlab_apcache_config_name(i)).decode()
@@ -66,7 +66,7 @@ def configs() -> list[str]:
 
 def policies() -> list[str]:
     """The eviction policies of kernels/src/cache/ (names users type)."""
-    from .native import ffi_lib
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     out = []
@@ -78,7 +78,7 @@ def policies() -> list[str]:
 
 
 def _binary() -> Path:
-    from .native import native_dir
+    from tierlab.core.native import native_dir
 
     b = native_dir() / "tierlab-kernels"
     if not b.exists():
@@ -134,7 +134,7 @@ def _device_args(device: str) -> tuple[list[str], dict, str]:
     """C CLI arguments, the spec as recorded, and the cache_run `device` value."""
     if device == "real":
         return [], {}, "real"
-    from . import specs
+    from tierlab.core import specs
 
     spec = specs.load(device, kind="storage")
     args = ["--device-bandwidth", repr(spec["read_bandwidth_bytes_per_s"]),
@@ -148,7 +148,7 @@ def _workload_meta(workload: Path, queries) -> dict:
     types = {"single" if len(q) == 1 else "and" for q in queries}
     meta = {"query_type": types.pop() if len(types) == 1 else "mixed", "query_class": "",
             "rp": math.nan}
-    from .workload import stats_path
+    from tierlab.engine.workload import stats_path
 
     side = stats_path(workload)
     try:
@@ -228,9 +228,9 @@ def run(index, workload, out, *, config: str = "hybrid-prefetch", cache_size: in
     three tables into directory `out`; return the cache_run row as a dict.
     progress(done, total) gets queries done of all cores. Ctrl-C stops the
     child, writes what was measured (params.partial = true) and re-raises."""
-    from .index import read_manifest
-    from .query import machine
-    from .workload import read_queries
+    from tierlab.engine.index import read_manifest
+    from tierlab.engine.query import machine
+    from tierlab.engine.workload import read_queries
 
     index, workload, out = Path(index), Path(workload), Path(out)
     known = configs()
@@ -341,7 +341,7 @@ def _read_tsv(path: Path) -> pd.DataFrame:
 
 def _tables(raw: Path, out: Path, *, index, workload, manifest, meta, dev_name, dev_spec,
             started, machine, results, extra) -> dict:
-    from .traces.schema import write_table
+    from tierlab.traces.schema import write_table
 
     s = json.loads((raw / "summary.json").read_text())
     q = _read_tsv(raw / "queries.tsv")

@@ -28,7 +28,7 @@ Unknown fields are skipped, as protobuf readers do.
 Reading goes through CiffFile, which streams a file's PostingsLists (a chunk
 of lists at a time, decoded in one numpy pass when they are in the canonical
 layout export writes, else posting by posting) and then its DocRecords;
-import_ and the PISA converter (tierlab/bench/pisa_engine.py) use it.
+import_ and the PISA converter (tierlab/experiments/bench/pisa_engine.py) use it.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .errors import TierlabError
+from tierlab import __version__
+from tierlab.core.errors import TierlabError
 
 CIFF_VERSION = 1
 _BYTE = [bytes((i,)) for i in range(0x80)]  # the one-byte varints
@@ -126,8 +126,8 @@ EXPORT_CHUNK = 1 << 20  # postings (doc records) export encodes per pass
 def export(index: str | os.PathLike, out: str | os.PathLike, description: str | None = None,
            progress=None) -> dict:
     """Write the index as a CIFF file (atomically). Returns counts."""
-    from .index import Index
-    from .native import ffi_lib
+    from tierlab.engine.index import Index
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     out = Path(out)
@@ -553,7 +553,7 @@ def import_(ciff: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
             block_size: int = 256, overwrite: bool = False, progress=None) -> dict:
     """Build a tierlab index from a CIFF file (through tierlab_index_writer).
     Returns the new index's manifest."""
-    from .native import codec as find_codec
+    from tierlab.core.native import codec as find_codec
 
     find_codec(codec)
     with CiffFile(ciff) as cf:
@@ -561,8 +561,8 @@ def import_(ciff: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
 
 
 def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
-    from .index import read_manifest
-    from .native import ffi_lib
+    from tierlab.engine.index import read_manifest
+    from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
     ciff, r = cf.path, cf.reader

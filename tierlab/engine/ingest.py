@@ -1,5 +1,5 @@
 """Ingest real corpora (WORKLOAD.md "Real corpora") into tierlab's corpus
-format (see tierlab.corpus for the format and its sidecars).
+format (see tierlab.engine.corpus for the format and its sidecars).
 
 Inputs, by `--format` or, with `auto`, by file name:
 - `text`  one document per line (any name not matched below);
@@ -37,9 +37,9 @@ import time
 import zlib
 from pathlib import Path
 
-from .corpus import (DOC_BYTES, atomic_outputs, count_terms, make_manifest, manifest_path,
+from tierlab.engine.corpus import (DOC_BYTES, atomic_outputs, count_terms, make_manifest, manifest_path,
                      read_terms, terms_path, write_manifest)
-from .errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 FORMATS = ("text", "jsonl", "wet")
 MIN_DOC_BYTES = 16

@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import TierlabError
-from .values import read_yaml
+from tierlab.core.errors import TierlabError
+from tierlab.core.values import read_yaml
 
 KINDS = ("storage", "memory")
+# The device name of the index's own device: measured, not described by a spec
+# (the runtime reads it; `tierlab validate` probes it and writes a spec).
+REAL = "real"
 # Keys every spec of a kind must have after `extends` is resolved, and the
 # smallest value each accepts (a spec with a zero bandwidth is a typo).
 REQUIRED = {
@@ -31,7 +34,7 @@ TEXT_KEYS = ("name", "kind", "tier", "extends", "description")
 def specs_dir() -> Path:
     """sim-configs/devices of this checkout, or $TIERLAB_SIM_CONFIGS/devices."""
     root = os.environ.get("TIERLAB_SIM_CONFIGS")
-    base = Path(root) if root else Path(__file__).resolve().parents[1] / "sim-configs"
+    base = Path(root) if root else Path(__file__).resolve().parents[2] / "sim-configs"
     return base / "devices"
 
 

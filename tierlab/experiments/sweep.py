@@ -25,10 +25,10 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from tierlab import values
-from tierlab.errors import TierlabError
+from tierlab.core import values
+from tierlab.core.errors import TierlabError
 
-from . import config as cfgmod
+from tierlab.model import config as cfgmod
 
 SWEEP_KEYS = ("workers",)
 

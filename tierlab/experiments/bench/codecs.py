@@ -65,9 +65,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__, native
-from ..errors import TierlabError
-from . import data
+from tierlab import __version__
+from tierlab.core import native
+from tierlab.core.errors import TierlabError
+from tierlab.experiments.bench import data
 
 BLOCK = 256
 DATASETS = ("clustered", "uniform")

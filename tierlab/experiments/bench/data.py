@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 DEFAULT_SEED = 20100201  # fixed so every run and machine sees the same lists
 _U32 = 1 << 32

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import TierlabError
+from tierlab.core.errors import TierlabError
 
-_PKG_NATIVE = Path(__file__).resolve().parent / "_native"
+_PKG_NATIVE = Path(__file__).resolve().parents[1] / "_native"
 
 ECORRUPT = -1
 EINVAL = -2

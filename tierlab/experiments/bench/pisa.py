@@ -1,6 +1,6 @@
 """The PISA benchmark (`tierlab bench pisa`): tierlab's query speed against
 PISA's on the identical index, in one run (issue 3, "Query speed against
-PISA"). PISA comes from the `pyterrier-pisa` wheel (tierlab/bench/pisa_engine.py).
+PISA"). PISA comes from the `pyterrier-pisa` wheel (tierlab/experiments/bench/pisa_engine.py).
 
 What is run
 -----------
@@ -89,9 +89,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TierlabError
-from . import pisa_engine as pe
-from .index import (CLASSES, TYPES, Inputs, _machine, corpus_record, inputs_config, make_inputs,
+from tierlab.core.errors import TierlabError
+from tierlab.experiments.bench import pisa_engine as pe
+from tierlab.experiments.bench.index import (CLASSES, TYPES, Inputs, _machine, corpus_record, inputs_config, make_inputs,
                     make_work, remove_work, validate_inputs)
 
 K1 = 1.2   # ENGINE.md "Scoring" (kernels/src/query/query.h TL_K1)
@@ -116,7 +116,7 @@ class Config(Inputs):
 
 
 def validate(cfg: Config) -> None:
-    from .. import native
+    from tierlab.core import native
 
     validate_inputs(cfg)
     if not cfg.ks or any(k < 1 for k in cfg.ks):
@@ -144,7 +144,7 @@ class _Postings:
     """Term -> (dids, freqs) read from an open tierlab index."""
 
     def __init__(self, ix):
-        from ..native import ffi_lib
+        from tierlab.core.native import ffi_lib
 
         self.ffi, self.lib = ffi_lib()
         self.ix = ix
@@ -326,10 +326,10 @@ def run(cfg: Config, out: Path) -> dict:
     fresh folder under cfg.work (default: out's folder), removed unless keep."""
     from tqdm import tqdm
 
-    from .. import ciff as ciff_mod
-    from .. import index as index_mod
-    from .. import workload as workload_mod
-    from ..query import pin
+    from tierlab.engine import ciff as ciff_mod
+    from tierlab.engine import index as index_mod
+    from tierlab.engine import workload as workload_mod
+    from tierlab.engine.query import pin
 
     validate(cfg)
     native_id = _native_id()  # now: `make build` may replace the file during the run
@@ -458,7 +458,7 @@ def _native_id() -> dict:
     """Which libtierlab ran: its path, size, modification time and digest."""
     import hashlib
 
-    from ..native import native_dir
+    from tierlab.core.native import native_dir
 
     so = native_dir() / "libtierlab.so"
     try:

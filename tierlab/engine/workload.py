@@ -55,9 +55,9 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .corpus import atomic_outputs, read_manifest, read_terms, terms_path
-from .errors import TierlabError
+from tierlab import __version__
+from tierlab.engine.corpus import atomic_outputs, read_manifest, read_terms, terms_path
+from tierlab.core.errors import TierlabError
 
 FORMAT = "tierlab-workload"
 FORMAT_VERSION = 1

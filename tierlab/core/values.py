@@ -5,11 +5,29 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 import yaml
 
-from .errors import TierlabError
+from tierlab.core.errors import TierlabError
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
+          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
+          "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """'100MB' -> 10^8, '1.5GiB' -> 1.5 * 2^30, '4096' -> 4096 (bytes)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise TierlabError(f"cannot read size '{text}': use e.g. 100MB, 1.5GB, 64MiB or 4096")
+    n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n <= 0:
+        raise TierlabError(f"size '{text}' must be positive")
+    return n
+
 
 
 def read_yaml(path: str | os.PathLike):
@@ -25,8 +43,6 @@ def read_yaml(path: str | os.PathLike):
 
 def size(key: str, v, *, allow_zero: bool = False) -> int:
     """Bytes from an int or a size text ('4GB', '50MB', '32KiB')."""
-    from .corpus import parse_size
-
     if isinstance(v, bool) or v is None:
         raise TierlabError(f"{key}: a size in bytes (e.g. 4GB or 32768), got {v!r}")
     if isinstance(v, str):

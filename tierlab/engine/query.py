@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .errors import TierlabError
-from .index import FILES, Index, dontneed, read_manifest, resident_bytes
+from tierlab import __version__
+from tierlab.core.errors import TierlabError
+from tierlab.engine.index import FILES, Index, dontneed, read_manifest, resident_bytes
 
 BATCH = 4096  # queries per C call (bounds the hits buffer)
 SUMMARY_SUFFIX = ".summary.json"
@@ -94,7 +94,7 @@ def machine() -> dict:
     gov = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     m["governor"] = gov.read_text().strip() if gov.exists() else "unknown (no cpufreq)"
     try:
-        from .native import cpu_features
+        from tierlab.core.native import cpu_features
         m["cpu_simd"] = cpu_features()
     except Exception:
         pass
@@ -146,7 +146,7 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         results: str | os.PathLike | None = None, cpu: int | None = None,
         trace: str | os.PathLike | None = None, progress=None) -> dict:
     """Run a workload file (see the module docstring); returns the summary."""
-    from .workload import read_queries
+    from tierlab.engine.workload import read_queries
 
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
@@ -217,7 +217,7 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
     }
     summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
     if trace is not None:
-        from .traces.runs import write_query_run
+        from tierlab.traces.runs import write_query_run
 
         write_query_run(trace, summary=summary, queries=queries, stats=st,
                         query_class=_workload_class(workload))

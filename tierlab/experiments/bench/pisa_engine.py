@@ -1,7 +1,7 @@
 """PISA (github.com/pisa-engine/pisa) as a peer, through the compiled PISA
 that the `pyterrier-pisa` wheel ships: load a CIFF file into PISA, build its
 compressed index and run batches of BM25 queries. The benchmark that uses it
-is tierlab/bench/pisa.py.
+is tierlab/experiments/bench/pisa.py.
 
 Only the wheel's native module (`pyterrier_pisa._pisathon`) is used. It is
 loaded straight from the installed package folder, without importing the
@@ -47,7 +47,7 @@ recomputes PISA's formula exactly, to check PISA's answers on their own.
 
 The collection: CIFF -> PISA's uncompressed format
 --------------------------------------------------
-`ciff_to_pisa` reads a CIFF file (see tierlab/ciff.py for the format) and
+`ciff_to_pisa` reads a CIFF file (see tierlab/engine/ciff.py for the format) and
 writes PISA's "binary collection": files of sequences, each a little-endian
 uint32 length followed by that many uint32 values. `inv.docs` holds the
 sequence [documents] and then one sequence of increasing docids per term,
@@ -58,7 +58,7 @@ docid. PISA's term lexicon is looked up by binary search, so the terms must
 come in byte order (tierlab exports them so; others are refused). PISA's
 docids are the CIFF docids, so they are tierlab's DIDs.
 The wheel's own CIFF importer needs `pyciff`, a Rust source package; this
-converter needs nothing: it reads the file with tierlab/ciff.py's `CiffFile`,
+converter needs nothing: it reads the file with tierlab/engine/ciff.py's `CiffFile`,
 which decodes the postings of many lists at once with numpy when they are in
 the canonical protobuf layout (fields in number order, zero fields omitted, as
 tierlab and other proto3 writers emit) and parses any other list posting by
@@ -75,7 +75,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 # The index encodings and query algorithms the wheel's native module knows
 # (its PisaIndexEncoding / PisaQueryAlgorithm enums). A name it does not know
@@ -175,7 +175,7 @@ def _seq_header(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def ciff_to_pisa(ciff: str | os.PathLike, out: str | os.PathLike, progress=None) -> dict:
     """Write PISA's uncompressed collection and lexicons for a CIFF file into
     folder `out` (see the module docstring). Returns counts and timings."""
-    from ..ciff import CiffFile
+    from tierlab.engine.ciff import CiffFile
 
     t0 = time.perf_counter()
     with CiffFile(ciff) as cf:

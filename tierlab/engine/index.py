@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 FILES = ("dict.bin", "skip.bin", "dids.bin", "freqs.bin")
 KEYS = ("dict", "skip", "did", "freq")  # names used in placements
@@ -31,7 +31,7 @@ ECANCELED = -5
 
 
 def _native():
-    from .native import ffi_lib
+    from tierlab.core.native import ffi_lib
     return ffi_lib()
 
 
@@ -39,7 +39,7 @@ def parse_bytes(text: str | int) -> int:
     """'2GB', '512MiB', 65536 -> bytes (the corpus module's size syntax)."""
     if isinstance(text, int):
         return text
-    from .corpus import parse_size
+    from tierlab.core.values import parse_size
     return parse_size(text)
 
 
@@ -80,8 +80,8 @@ def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
     ffi, lib = _native()
     if block_size not in BLOCK_SIZES:
         raise TierlabError(f"block size must be one of {BLOCK_SIZES}, not {block_size}")
-    from .native import codec as find_codec
-    from .native import progress_callback
+    from tierlab.core.native import codec as find_codec
+    from tierlab.core.native import progress_callback
     find_codec(codec)  # a clear error listing the known codecs
     p = ffi.new("tierlab_build_params *")
     lib.tierlab_build_params_default(p)

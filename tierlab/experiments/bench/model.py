@@ -1,6 +1,6 @@
 """`tierlab bench model`: how fast the SimPy model is (issue 4 "Speed").
 
-1. The reference grid (model/reference.py `main`: 4 configurations x 8
+1. The reference grid (tierlab/experiments/reference.py `main`: 4 configurations x 8
    cache sizes x 3 RP x HDD/NVMe x SINGLE/AND, 1,000 H queries and 2 passes
    each, the reference scale = 384 runs) in a process pool: all of it with
    `full`, else a seeded random sample of round(fraction * 384) cells, and
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import TierlabError
+from tierlab.core.errors import TierlabError
 
 GRID_TARGET_S = 600.0
 BOOKKEEPING_TARGET = 5e6
@@ -61,7 +61,7 @@ def validate(cfg: Config) -> None:
 
 
 def _grid(cfg: Config):
-    from ..model import reference, sweep
+    from tierlab.experiments import reference, sweep
 
     cells = sweep.prepare(reference.grids(cfg.queries, cfg.costs)["main"], "reference grid")[0]
     if cfg.full:
@@ -74,10 +74,10 @@ def _grid(cfg: Config):
 def _bookkeeping(costs) -> dict:
     """The LRU bookkeeping rate of the model's C cache and libCacheSim's, on
     the page requests of one reference run."""
-    from ..model import config as cfgmod
-    from ..model import sim as simmod
-    from ..model.cache import Cache, write_oracle_general
-    from .. import specs
+    from tierlab.model import config as cfgmod
+    from tierlab.model import sim as simmod
+    from tierlab.model.cache import Cache, write_oracle_general
+    from tierlab.core import specs
 
     v = cfgmod.validate({"config": "base", "device": "hdd-7200", "cache_fraction": 0.05,
                          "passes": 2, "workload": {"type": "and", "class": "H",
@@ -132,9 +132,9 @@ def _bookkeeping(costs) -> dict:
 
 
 def run(cfg: Config) -> dict:
-    from ..model import config as cfgmod
-    from ..model import sweep
-    from ..query import machine
+    from tierlab.model import config as cfgmod
+    from tierlab.experiments import sweep
+    from tierlab.engine.query import machine
 
     validate(cfg)
     cells = _grid(cfg)

@@ -1,6 +1,6 @@
 """Corpora (WORKLOAD.md "Corpora"): tierlab's corpus format, its two sidecars,
 the seeded generator (C, kernels/src/corpus/generate.c) and helpers shared
-with ingest (tierlab.ingest) and the workload generator (tierlab.workload).
+with ingest (tierlab.engine.ingest) and the workload generator (tierlab.engine.workload).
 
 The corpus format -- the one format the index build reads
 ---------------------------------------------------------
@@ -48,8 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .errors import TierlabError
+from tierlab import __version__
+from tierlab.core.errors import TierlabError
 
 FORMAT = "tierlab-corpus"
 FORMAT_VERSION = 1
@@ -78,24 +78,6 @@ def manifest_path(corpus: str | os.PathLike) -> Path:
 
 def terms_path(corpus: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(corpus)}.terms.tsv")
-
-
-# --- sizes -------------------------------------------------------------------
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6,
-          "mib": 2**20, "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12,
-          "tib": 2**40}
-
-
-def parse_size(text: str) -> int:
-    """'100MB' -> 10^8, '1.5GiB' -> 1.5 * 2^30, '4096' -> 4096 (bytes)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise TierlabError(f"cannot read size '{text}': use e.g. 100MB, 1.5GB, 64MiB or 4096")
-    n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if n <= 0:
-        raise TierlabError(f"size '{text}' must be positive")
-    return n
 
 
 # --- atomic outputs ----------------------------------------------------------
@@ -311,7 +293,7 @@ def generate(out: str | os.PathLike, params: GenerateParams | None = None, *,
     re-raised after the temporary files are removed)."""
     from tqdm import tqdm
 
-    from .native import ffi_lib, progress_callback
+    from tierlab.core.native import ffi_lib, progress_callback
 
     gp = params or GenerateParams()
     ffi, lib = ffi_lib()
@@ -372,7 +354,7 @@ def count_terms(corpus: str | os.PathLike, out: str | os.PathLike, *, progress: 
     caller writes to a temporary name."""
     from tqdm import tqdm
 
-    from .native import ffi_lib, progress_callback
+    from tierlab.core.native import ffi_lib, progress_callback
 
     ffi, lib = ffi_lib()
     stats = ffi.new("tierlab_corpus_stats *")

@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import __version__, native
-from ..errors import TierlabError
-from .codecs import _cpu_model
+from tierlab import __version__
+from tierlab.core import native
+from tierlab.core.errors import TierlabError
+from tierlab.experiments.bench.codecs import _cpu_model
 
 TYPES = ("single", "and")
 CLASSES = ("H", "M", "L")
@@ -161,8 +162,8 @@ def make_inputs(work: Path, cfg: Inputs, bar=None) -> tuple[Path, dict, list[dic
     benchmark does. Returns (corpus path, corpus manifest, workloads: dicts of
     type, class, queries, path and check, the first cfg.check_queries queries).
     `bar` (a tqdm bar or None) advances by one per file written."""
-    from .. import corpus as corpus_mod
-    from .. import workload as workload_mod
+    from tierlab.engine import corpus as corpus_mod
+    from tierlab.engine import workload as workload_mod
 
     def step(label):
         if bar is not None:
@@ -196,8 +197,8 @@ def run(cfg: Config, out: Path) -> dict:
     fresh folder under cfg.work (default: out's folder), removed unless keep."""
     from tqdm import tqdm
 
-    from .. import index as index_mod
-    from .. import query as query_mod
+    from tierlab.engine import index as index_mod
+    from tierlab.engine import query as query_mod
 
     validate(cfg)
     codecs = [c.name for c in native.codecs()]

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
-from ..errors import TierlabError
+from tierlab import __version__
+from tierlab.core.errors import TierlabError
 
 DEFAULT_ALPHAS = (0.9, 1.0)
 DEFAULT_FRACTIONS = (0.01, 0.1)
@@ -65,7 +65,7 @@ class Config:
 
 
 def validate(cfg: Config) -> None:
-    from ..model.cache import POLICIES
+    from tierlab.model.cache import POLICIES
 
     if cfg.requests < 1:
         raise TierlabError(f"--requests must be at least 1, got {cfg.requests}")
@@ -98,7 +98,7 @@ def zipf_trace(n: int, nkeys: int, alpha: float, seed: int) -> np.ndarray:
 
 
 def _machine() -> dict:
-    from .codecs import _cpu_model
+    from tierlab.experiments.bench.codecs import _cpu_model
 
     return {
         "cpu_model": _cpu_model(),
@@ -125,7 +125,7 @@ def _libcachesim():
 
 
 def _time_ours(policy: str, nkeys: int, capacity: int, keys, next_use):
-    from ..model.cache import Cache
+    from tierlab.model.cache import Cache
 
     c = Cache(policy, nkeys, capacity)
     t0 = time.perf_counter()
@@ -163,7 +163,7 @@ def run(cfg: Config, out: Path) -> dict:
     """Run the benchmark; returns the JSON document."""
     from tqdm import tqdm
 
-    from ..model.cache import POLICIES, next_uses, write_oracle_general
+    from tierlab.model.cache import POLICIES, next_uses, write_oracle_general
 
     validate(cfg)
     policies = cfg.policies or POLICIES

@@ -15,9 +15,9 @@ reference cost table `reference_costs`):
   core is I/O-bound too), on hdd-7200, sas-ssd and nvme-p4800x, SINGLE, RP
   0.25; the trend is checked per cache size.
 
-Cost table. `costs="default"` is this machine's table measured (tierlab.costs
+Cost table. `costs="default"` is this machine's table measured (tierlab.model.costs
 .measure) on a generated 1 GB corpus (~1 M documents, H lists of 6 k-1 M
-postings), measured once and cached next to tierlab.costs.default's. The
+postings), measured once and cached next to tierlab.model.costs.default's. The
 24 MB default index has H lists of at most ~23 k postings: its fit charged
 ~38 ns per posting of an H list (per-query and per-result costs land on
 posting_ns), ~9x the ~4 ns of the 1 GB fit, which made every reference run
@@ -80,7 +80,7 @@ REFERENCE_CORPUS_BYTES = 1_000_000_000  # generated corpus of the reference cost
 
 def reference_costs_path(codec: str = "pfor-delta256") -> Path:
     """Where the reference cost table of this machine is cached."""
-    from tierlab import costs as costs_mod
+    from tierlab.model import costs as costs_mod
 
     p = costs_mod.default_path(codec)
     return p.with_name(p.name.replace("costs-", "costs-1GB-", 1))
@@ -92,9 +92,9 @@ def reference_costs(codec: str = "pfor-delta256", *, refresh: bool = False, log=
     import sys
     import tempfile
 
-    from tierlab import corpus as corpus_mod
-    from tierlab import costs as costs_mod
-    from tierlab import index as index_mod
+    from tierlab.engine import corpus as corpus_mod
+    from tierlab.model import costs as costs_mod
+    from tierlab.engine import index as index_mod
 
     path = reference_costs_path(codec)
     log = log or (lambda m: print(m, file=sys.stderr))
@@ -117,7 +117,7 @@ def reference_costs(codec: str = "pfor-delta256", *, refresh: bool = False, log=
 
 
 def grids(queries: int = 1000, costs="default") -> dict:
-    """The three grid documents (model/sweep.py format). costs "default" is
+    """The three grid documents (tierlab/experiments/sweep.py format). costs "default" is
     the reference cost table (`reference_costs`)."""
     if costs == "default":
         costs = str(reference_costs())
@@ -454,15 +454,3 @@ def format_trends(trends: dict) -> str:
             lines.append("    " + t["cpu_bound_ssds"])
     return "\n".join(lines)
 
-
-def plot_all(main, la, mc, out: Path) -> list:
-    """The trend figures (PNG) in `out` (analysis/model_*.py draws them)."""
-    from tierlab.analysis.model_qps_vs_cache import plot_qps_vs_cache
-    from tierlab.analysis.model_reference import plot_dram, plot_lookahead, plot_multicore
-
-    out = Path(out)
-    return [plot_qps_vs_cache(main, out / "qps_vs_cache.png", where={"rp": 0.25},
-                              title="Model, reference scale: QPS vs cache size (RP 0.25)"),
-            plot_lookahead(la, out / "lookahead.png"),
-            plot_dram(main, out / "dram.png"),
-            plot_multicore(mc, out / "multicore.png")]
