@@ -1,6 +1,6 @@
 """QPS against cache size, one line per APCache configuration, one panel per
 device (rows) and query type (columns): the reference study's main figure
-(APCACHE.md "Reference behaviour"). x = cache size as a share of the index
+(docs/apcache.md "Reference behaviour"). x = cache size as a share of the index
 (cache_bytes / index_bytes, %), y = QPS (log).
 
 Input: a cache_run table (DataFrame; any source). Rows that differ in other

@@ -1,4 +1,4 @@
-"""tierlab.model — the SimPy model of APCache (APCACHE.md; model/README.md).
+"""tierlab.model — the SimPy model of APCache (docs/apcache.md; model/README.md).
 
 One run: `config.validate(mapping)` or `config.load(path)`, then
 `config.run(cfg)` and `config.write(result, out)`. The pieces: indexmeta

@@ -1,4 +1,4 @@
-"""The actors of APCache (APCACHE.md "The four configurations", "Adaptive
+"""The actors of APCache (docs/apcache.md "The four configurations", "Adaptive
 lookahead") as SimPy processes: one short generator each, taking `env`, the
 run (`sim`: device, page cache, trace, costs, counters) and the core's
 `shard` (its segment cache, lookahead state, progress counters, signal).

@@ -6,7 +6,7 @@ APCache runtime count hits, misses and evictions with the same code.
   0..nkeys-1, each with a size in the cache's unit (segments, pages, ...);
   `access_many` runs a whole request array in one C call.
 - Lookahead(total_segments, max_pending): rolling_sum and the FIFO of
-  APCACHE.md "Adaptive lookahead".
+  docs/apcache.md "Adaptive lookahead".
 - next_uses(keys): each request's next occurrence, the oracle BELADY reads.
 - write_oracle_general(path, keys, sizes): a request trace in libCacheSim's
   oracleGeneral binary format, to run the same trace through libCacheSim.
@@ -211,7 +211,7 @@ class Cache:
 
 
 class Lookahead:
-    """Adaptive lookahead's bookkeeping (APCACHE.md): the worker calls
+    """Adaptive lookahead's bookkeeping (docs/apcache.md): the worker calls
     worker_done(segments) for every term occurrence it finished (repeats
     too), the query thread query_done() for every term it finished; the
     worker may evict a victim of v segments only when may_evict(v)."""

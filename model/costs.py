@@ -39,10 +39,10 @@ How `measure` gets them
    error taken relative to its class's mean latency and every frequency
    class weighted the same (`fit_coefficients`): within a class plain least
    squares, so each class's total time comes out right; across classes
-   neither the numerous ~1 us L queries nor the ~1 ms H queries decide alone.
+   neither the numerous cheap L queries nor the few costly H queries decide alone.
    (Relative error per query was tried and rejected: it biases every
-   prediction low, by half for L on a 24 MB index, because the latencies of
-   queries doing the same work spread 5x with the state of the caches.)
+   prediction low, most for L, because the latencies of queries doing the
+   same work spread widely with the state of the caches.)
    block_ns is held at or above the decode time measured in step 4 (a DID
    block plus its freq block when the query decoded it): for SINGLE, blocks
    and postings grow together and the fit alone cannot split them.
@@ -57,14 +57,12 @@ How `measure` gets them
    passes, as the undisturbed time (the median is kept next to it).
 5. Cores (`core_costs`, the table's `cores` section): the H SINGLE workload
    on n pinned threads at once, each on its own copy of the index, against
-   one thread alone, for n up to the allowed CPUs (at most 4). On the 2-vCPU
-   VM this was written on, two cores made each query's work 0.86-1.34x as
-   long over eight tables of 7-11 rounds (the VM's noise; below 1 counts as
-   1, Costs.cpu_factor) and 0.93-1.08x over seven of 41 rounds, while a pure
-   ALU loop (sha256sum, md5sum) ran as fast together as alone: the cores
-   share the memory side (last-level cache, memory bandwidth), not an
-   execution unit. The model multiplies a query's CPU time by
-   cpu_factor(cores).
+   one thread alone, for n up to the allowed CPUs (at most 4), the median
+   of CORE_PROBE_ROUNDS rounds: on a shared machine the factor drifts
+   between tables, and a factor below 1 (noise: sharing cannot make cores
+   faster) counts as 1 (Costs.cpu_factor). What the cores share is the
+   memory side (last-level cache, memory bandwidth), not an execution unit.
+   The model multiplies a query's CPU time by cpu_factor(cores).
 6. Fit quality: median and p90 of |predicted - measured| / measured, and the
    relative error of the summed time (what a workload's run time inherits),
    per type and per type and class.
@@ -490,8 +488,8 @@ def fit_coefficients(blocks, postings, latency, classes=None, results=None,
     Each query's error is taken relative to the mean latency of its class and
     every class weighs the same, however many queries it has: within a class
     this is plain least squares (so the class's total time comes out right),
-    across classes it keeps 1 us L queries from being ignored next to 1 ms H
-    ones. classes: one label per query (None: all one class). block_floor:
+    across classes it keeps the cheap L queries from being ignored next to
+    the costly H ones. classes: one label per query (None: all one class). block_floor:
     block_ns is at least this (the measured decode time of a block), so the
     split between per-block and per-posting cost stays physical where blocks
     and postings grow together (SINGLE). trim: after a first fit, this
@@ -633,10 +631,10 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     return result
 
 
-HANDOFF_ROUNDS = 4001  # a tail of a few in a thousand needs thousands (~0.5 s)
+HANDOFF_ROUNDS = 4001  # a tail of a few in a thousand needs thousands
 COPY_PROBE_BYTES = 128 << 20  # copied into segments: well beyond the last-level cache
 COPY_PROBE_REPS = 5
-PAGE_HIT_PROBE_BYTES = 256  # about a compressed block (a DID block ~216 bytes here)
+PAGE_HIT_PROBE_BYTES = 256  # about one compressed DID block
 MISS_PROBE_RUN_PAGES = 32   # a miss's readahead run at the runtime's default 128 KiB
 MISS_PROBE_PASSES = 15
 
@@ -649,7 +647,7 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
     of its worker's copy into the segment cache (tierlab_apcache_copy_rate).
     None of it is in a query's latency as `tierlab query run` measures it,
     yet every prefetched query the query thread waits for pays the hand-off
-    (~5-30 us on a VM) and every cached term the copy."""
+    and every cached term the copy."""
     from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
@@ -693,11 +691,9 @@ def thread_costs(rounds: int = HANDOFF_ROUNDS) -> dict:
 
 
 CORE_PROBE_MAX = 4           # cores the `cores` section measures at most
-# alone / together rounds per core count (median kept). On the 2-vCPU VM the
-# median of 11 rounds had a standard deviation of 0.060 over 16 repetitions
-# (0.89-1.16; single runs spread 1.5x); six medians of 41 rounds on the 1 GB
-# reference index in a row lay at 1.037-1.080 (sd 0.016; a seventh, minutes
-# later, at 0.932), ~12 s each
+# alone / together rounds per core count (median kept). On a shared machine
+# single rounds spread widely, and the median of a few rounds still moves
+# enough to flip the multicore trend (model/README.md)
 CORE_PROBE_ROUNDS = 41
 CORE_PROBE_MIN_NS = 150_000_000  # each timed run repeats the workload to at least this
 

@@ -1,5 +1,5 @@
 """The index as the model sees it: per term its postings, blocks, and where its
-DID and freq bytes lie in the two postings files (APCACHE.md "The setting").
+DID and freq bytes lie in the two postings files (docs/apcache.md "The setting").
 The model needs sizes, not postings, so an index is either read from a real
 index directory (`from_index`, through tierlab.engine.index.Index.extents) or
 synthesised from statistics (`synthesise`, `reference`) at any scale.
@@ -32,7 +32,7 @@ Synthesis (every choice here is the model's assumption, recorded in `stats`)
 - Names of synthetic terms are `t<rank>` (rank 1 is the most frequent), which
   are also valid query-file terms.
 
-The `reference` preset is the APCache study's scale (APCACHE.md, WORKLOAD.md):
+The `reference` preset is the APCache study's scale (docs/apcache.md, docs/workload.md):
 Common Crawl, 160 GB of text, 160 M documents, 15.3 billion postings, a
 20 GB pfor-delta256 index with ~178-byte blocks (DID + freq). The vocabulary
 (58 M) is chosen so that the mean block is ~178 bytes (blocks = postings/256
@@ -52,7 +52,7 @@ import numpy as np
 from tierlab.core.errors import TierlabError
 
 BLOCK_POSTINGS = 256
-OFFSET_BYTES_PER_BLOCK = 8  # APCACHE.md: in-cache block offsets in the segment chain
+OFFSET_BYTES_PER_BLOCK = 8  # docs/apcache.md: in-cache block offsets in the segment chain
 _EXACT_DF = 100_000          # ranks with df at least this are summed one by one
 
 REFERENCE = {
@@ -64,7 +64,7 @@ REFERENCE = {
     "freq_bits": 2.0,
     "block_postings": BLOCK_POSTINGS,
 }
-# What the reference reports, to check the synthesis against (APCACHE.md).
+# What the reference reports, to check the synthesis against (docs/apcache.md).
 REFERENCE_TARGETS = {"postings": 15.3e9, "index_bytes": 20e9, "mean_block_bytes": 178.0}
 
 SYNTHETIC_KEYS = ("documents", "postings", "vocabulary", "zipf", "index_bytes", "freq_bits",

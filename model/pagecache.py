@@ -1,4 +1,4 @@
-"""The OS page cache of the index files (APCACHE.md: `base` reads through
+"""The OS page cache of the index files (docs/apcache.md: `base` reads through
 mmap, capped by the memory limit): LRU over 4 KiB pages with the C cache of
 model/cache.py, shared by all cores, plus the readahead the kernel does.
 

@@ -2,7 +2,7 @@
 the tier in; the metrics of the cache_run / cache_query / cache_timeline
 tables out (traces/schema.yaml, source `model`).
 
-Closed loop (APCACHE.md "The setting"): the query queue is always full, so
+Closed loop (docs/apcache.md "The setting"): the query queue is always full, so
 a query's latency runs from when its query thread takes it to its results,
 waits for prefetch included, and QPS = queries / simulated time. Every core
 runs the whole workload on its own shard (a duplicated index: its own page
@@ -306,8 +306,8 @@ class Simulation:
         # drawn_wake_ups: each wake-up drawn from the measured ones (when the
         # table has them): their rare long tail (a vCPU not running) is what
         # tips a prefetching run on a small cache into thrashing; seeded, so a
-        # run is reproducible. Off by default: how often the tail comes varied
-        # tenfold between measurements on one VM (model/README.md).
+        # run is reproducible. Off by default: how often the tail comes varies
+        # between measurements on one machine (model/README.md).
         samples = (costs.wake_samples() if drawn_wake_ups and hasattr(costs, "wake_samples")
                    else None)
         self._wakes = None

@@ -1,7 +1,7 @@
 """The slow memory tier that holds the segment cache (a memory spec of
 sim-configs/devices: ddr4-2666, optane-dcpmm-g1, cxl-type3, ...).
 
-Two costs (APCACHE.md "The four configurations", TIERS.md):
+Two costs (docs/apcache.md "The four configurations", docs/tiers.md):
 - serving: a query thread decoding a term's chain from the tier stalls where
   DRAM would not. The chain is read front to back, so the hardware prefetcher
   streams it: the tier's extra latency is exposed once per stream start,
@@ -20,47 +20,41 @@ Two costs (APCACHE.md "The four configurations", TIERS.md):
   segments their share of the term's chain: a query that decodes b of a
   term's B blocks is charged b/B of its bytes and of its segments
   (ceil((bytes + 8 * blocks) / segment_bytes), the cache's own count).
-  The numbers (TIERS.md; Yang et al., FAST 2020):
+  The numbers (docs/tiers.md; Yang et al., FAST 2020):
   * Optane: 169.4 - 81.4 = 88 ns per segment; one thread streams one DIMM
-    at 2.92 GB/s. With this machine's 1 GB cost table a DID + freq block
-    decodes in ~120 ns, and the reference index's H terms have 157-byte
-    blocks on average (71-305 bytes): the thread consumes ~1.3 GB/s
-    (0.6-2.6 GB/s), the stream keeps up, and the stall is the stream
-    starts: 88 ns per 32 KiB segment (~210 H blocks, ~25 us of decoding).
-    In the reference run (hybrid-prefetch, H, RP 0.25) a SINGLE query
-    reads 4.5 MB in 146 segments from the tier: 12.8 us of stall in
-    11.5 ms (0.11 %); AND 8.7 MB, 281 segments, 24.7 us in 37.8 ms
-    (0.07 %). Blocks above ~350 bytes (120 ns x 2.92 GB/s; M-class terms
-    at the reference scale, ~400 bytes) make the decoding wait for the
-    stream.
-  * DDR4-2666: TIERS.md has no single-thread read bandwidth, so bw1 falls
+    at 2.92 GB/s. The reference index's H terms have 157-byte blocks on
+    average (71-305 bytes): while a DID + freq block takes longer to
+    decode than its bytes take to stream (157 bytes / 2.92 GB/s = 54 ns),
+    the stream keeps up and the stall is the stream starts, 88 ns per
+    32 KiB segment (~210 H blocks). Larger blocks (M-class terms at the
+    reference scale, ~400 bytes) or faster decoding make the decoding wait
+    for the stream, and the max() above charges that wait.
+  * DDR4-2666: docs/tiers.md has no single-thread read bandwidth, so bw1 falls
     back to read_bandwidth_bytes_per_s (105.6 GB/s, six channels). That
     overstates one thread's stream: DRAM's streaming time is a lower
-    bound, so the tier-minus-DRAM difference is an upper bound. (It never
-    binds here: 157 bytes at 105.6 GB/s is 1.5 ns against 120 ns of
-    decoding.) DRAM as the slow tier costs exactly 0 extra.
+    bound, so the tier-minus-DRAM difference is an upper bound. (It would
+    bind only if a 157-byte block decoded in under 1.5 ns, its streaming
+    time at 105.6 GB/s.) DRAM as the slow tier costs exactly 0 extra.
   * cxl-type3: +100 ns over DRAM per segment (an assumption, mid-point of
-    TIERS.md's +70..+150 ns); no single-thread figure either, so bw1 is
+    docs/tiers.md's +70..+150 ns); no single-thread figure either, so bw1 is
     its read_bandwidth_bytes_per_s (32 GB/s, one x8 link, an assumption).
     That overstates one thread's stream, so CXL's streaming cost here is
-    a lower bound; it would matter only below ~2.6 GB/s per thread.
+    a lower bound.
   Why not "decode time x latency ratio" (2.08 for Optane) or an additive
   byte term (bytes x (1/bw1(tier) - 1/bw1(dram)), every byte a stall on
-  top of the decoding: 157 x 0.333 = 52 ns per H block, +44 % on the
-  decoding): both treat the prefetched stream as if it did not overlap the
-  decoding. The reference measured on real Optane that DRAM and PM are
+  top of the decoding: 157 x 0.333 = 52 ns per H block): both treat the
+  prefetched stream as if it did not overlap the decoding. The reference measured on real Optane that DRAM and PM are
   equal for the skip list and dictionary and that hybrid-prefetch reaches
   base's QPS: the real serving slowdown is small, as this rule has it.
   Sharing between cores: the tier's aggregate read bandwidth
   (read_bandwidth_bytes_per_s; Optane 6.52 GB/s for one DIMM read by 4
   threads) is shared by all cores' query threads, and is not modelled:
   a query thread reads the tier at most at its decoding rate while it
-  decodes (~1.3 GB/s, bounded by bw1 by the rule above) and on average at
-  its bytes / its query time: 4.5 MB x 86.7 QPS = 0.39 GB/s (SINGLE),
-  8.7 MB x 26.5 QPS = 0.23 GB/s (AND) in the reference run. Four cores
-  thus read ~0.9-1.6 GB/s on average (14-24 % of 6.52 GB/s; 2-4 % of
-  the 37.6 GB/s of six interleaved DIMMs), and 4 x 1.3 = 5.2 GB/s only if
-  all four decoded at the same instant, still below 6.52 GB/s.
+  decodes (bounded by bw1 by the rule above) and on average at its bytes
+  / its query time, which is lower. The rule assumes that the cores
+  together stay below the aggregate (cores x bytes per query x QPS per
+  core < 6.52 GB/s for one DIMM, 37.6 GB/s for six interleaved); a run
+  near it is outside what the model predicts.
   `tier_factor` (a run key) replaces this by the older multiplicative
   rule, an upper bound: the decoding CPU time of the blocks served from
   the tier x factor (Optane's latency ratio 169.4 / 81.4 = 2.08 counts all
@@ -68,11 +62,10 @@ Two costs (APCACHE.md "The four configurations", TIERS.md):
 - copying a term into the segment cache: its chain bytes (postings plus 8
   bytes of offsets per block) / write_bandwidth_bytes_per_s of the tier, or
   / the rate the copying thread itself reaches when that is lower (the cost
-  table's threads.copy_bytes_per_s: ~10-14 GB/s on this VM, below DDR4-2666's
-  76.8 GB/s of six channels).
+  table's threads.copy_bytes_per_s, measured by `tierlab query costs`).
   The tier's write bandwidth is shared: copies of all cores' workers go one
   at a time (FIFO), since a PM DIMM's write bandwidth does not grow with
-  writers (TIERS.md: one Optane DIMM, 2.22 GB/s with 1 thread, 0.80 GB/s
+  writers (docs/tiers.md: one Optane DIMM, 2.22 GB/s with 1 thread, 0.80 GB/s
   with 24).
 
 Units: ns, bytes.

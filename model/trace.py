@@ -1,6 +1,6 @@
 """The query stream the model replays: per query its type and postings
 scored, per term occurrence the (materialised) term id and the blocks the
-query decodes of it. Sources (WORKLOAD.md):
+query decodes of it. Sources (docs/workload.md):
 
 - `generate`: the RP generator of tierlab.engine.workload (single_stream /
   and_stream, the same seeded draws as `tierlab workload generate`) over the
@@ -181,7 +181,7 @@ def class_terms(meta: IndexMeta, cls: str, h: float, l: float) -> list[str]:
 def generate(meta: IndexMeta, *, qtype: str, cls: str, queries: int, rp: float, seed: int = 0,
              h: float | None = None, l: float | None = None, repeat_queue: int | None = None
              ) -> Trace:
-    """WORKLOAD.md's RP workload over the index's class-`cls` terms."""
+    """docs/workload.md's RP workload over the index's class-`cls` terms."""
     from tierlab.engine import workload as wl
 
     cls = str(cls).upper()

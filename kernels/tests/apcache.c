@@ -3,7 +3,7 @@
  * ThreadSanitizer (tests/apcache/test_apcache_native.py):
  *  1. the device timing rule, on made-up clocks; the real device's
  *     readahead rule on a temp file;
- *  2. APCACHE.md's two worked examples of adaptive lookahead, through a
+ *  2. docs/apcache.md's two worked examples of adaptive lookahead, through a
  *     step-driven harness: the same step functions the worker and the query
  *     thread call (steps.c), in a fixed order, without threads;
  *  3. every configuration as real threads on a small generated index with

@@ -2,7 +2,7 @@
  * policies behind tierlab_cache, the segment cache and adaptive lookahead.
  * Run plain and under ASan/UBSan (ctest in the sanitizer build,
  * tests/kernels/test_native_builds.py).
- *  1. APCACHE.md's two worked examples, written out step by step (worker and
+ *  1. docs/apcache.md's two worked examples, written out step by step (worker and
  *     query thread alternating) over tierlab_segcache + tierlab_lookahead +
  *     LRU: rolling_sum, the FIFO, may_evict, which term is evicted, and that
  *     a term in use is never evicted;

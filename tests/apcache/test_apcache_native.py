@@ -1,5 +1,5 @@
 """The APCache runtime's C tests (kernels/tests/apcache.c: the device rule,
-APCACHE.md's worked examples through the step-driven harness, threaded runs
+docs/apcache.md's worked examples through the step-driven harness, threaded runs
 of every configuration) in the release build and under ThreadSanitizer.
 The ASan/UBSan run is part of tests/kernels/test_native_builds.py's ctest.
 

@@ -1,5 +1,5 @@
 """An independent pure-Python reference of the index and its queries
-(ENGINE.md; tierlab.h's index section): tokenising, postings, BM25 and top-k
+(docs/engine.md; tierlab.h's index section): tokenising, postings, BM25 and top-k
 with the DID tie-break, SINGLE and AND. It shares no code with the C kernels,
 and it reads the index files with its own parser of kernels/formats/index.md,
 so the format document is tested too."""

@@ -1,4 +1,4 @@
-"""APCACHE.md's two worked examples of adaptive lookahead (8 segments), run
+"""docs/apcache.md's two worked examples of adaptive lookahead (8 segments), run
 step by step through the model's hybrid-prefetch worker and query thread."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """SINGLE and AND results against the pure-Python reference, for every codec
-of the registry, both block sizes and several placements (ENGINE.md's
+of the registry, both block sizes and several placements (docs/engine.md's
 oracle: results identical across codecs and placements), block skipping,
 and placement reports."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Workloads (tierlab.engine.workload): WORKLOAD.md's RP algorithm checked against a
+"""Workloads (tierlab.engine.workload): docs/workload.md's RP algorithm checked against a
 straightforward re-implementation, classes and thresholds, AND pairing, query
 files and statistics."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tierlab.engine.workload import (Thresholds, class_terms, generate, generate
 
 
 def reference_single(terms, n, rp, R, rng):
-    """WORKLOAD.md, step by step, written independently of the module."""
+    """docs/workload.md, step by step, written independently of the module."""
     queue = sorted(terms)  # byte order (ASCII terms)
     rng.shuffle(queue)
     repeat, out, draws, i = [], [], 0, 0

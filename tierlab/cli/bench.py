@@ -23,7 +23,7 @@ pyfastpfor can only be driven from Python: its per-call overhead is measured
 Writes one JSON record per (codec, dataset, list, regime) with bits_per_int,
 decode_ns_per_int (median of --reps passes) and encode_ns_per_int, the
 machine, and the targets with MET/MISSED; prints a short table. Takes about
-40 s at the default size on 2 cores; `--n 65536` takes a few seconds.
+a minute at the default size on 2 cores; `--n 65536` takes a few seconds.
 """
 
 _INDEX_HELP = """\
@@ -135,7 +135,7 @@ per query), one warm pass discarded, --reps interleaved repetitions, median
 ms/query and the tierlab/PISA ratio; SINGLE uses PISA's --single-algorithm,
 AND its --and-algorithm. Also times a `base` index (unless --no-split) to
 show how much of tierlab's time is decoding. Scratch files go next to --out (or in
---work), removed unless --keep. Takes about four minutes at 200MB.
+--work), removed unless --keep. Takes a few minutes at 200MB.
 """
 
 
@@ -253,7 +253,7 @@ of --reps is reported, with the speed ratio and both miss ratios: LRU and
 FIFO must agree exactly (exit status 1 otherwise). Target: >= 5 million
 requests/s for tierlab's LRU. The oracleGeneral files (240 MB at 10M
 requests) go to a scratch folder next to --out (or in --work), removed at
-the end. Takes about 5 minutes at the defaults on 2 cores.
+the end. Takes a few minutes at the defaults on 2 cores.
 """
 
 
@@ -310,7 +310,7 @@ How fast the SimPy model of APCache is (tierlab.experiments.bench.model). Runs a
 `tierlab model reference` (4 configurations x 8 cache sizes x 3 RP x HDD and
 NVMe x SINGLE and AND, 1,000 H queries and 2 passes each, at the reference
 scale: 384 runs) in --workers processes and extrapolates the wall time to the
-whole grid (--full runs all of it, about 2 minutes on 2 cores). Reports simulated block
+whole grid (--full runs all of it, a few minutes on 2 cores). Reports simulated block
 and page requests per second, and the LRU bookkeeping rate of the model's C
 cache side by side with libCacheSim's LRU on the same page-request trace.
 Targets: the grid in <= 10 minutes, >= 5 M requests/s of LRU bookkeeping.

@@ -14,8 +14,8 @@ FORMAT_HELP = ("Output: CORPUS (UTF-8, one document per line, each at most --doc
 
 def register(sub) -> None:
     p = sub.add_parser("corpus", help="generate, ingest or inspect a corpus",
-                       description="Corpora (WORKLOAD.md): a seeded synthetic corpus or real text "
-                       "(plain text, JSON Lines, Common Crawl WET) in tierlab's corpus format.")
+                       description="Corpora (docs/workload.md): a seeded synthetic corpus or real "
+                       "text (plain text, JSON Lines, Common Crawl WET) in tierlab's corpus format.")
     cmds = p.add_subparsers(dest="command", metavar="COMMAND")
     cmds.required = True
 

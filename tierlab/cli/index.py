@@ -10,7 +10,7 @@ from tierlab.cli.args import size
 
 def register(sub) -> None:
     p = sub.add_parser("index", help="build or describe an inverted index",
-                       description="Inverted indexes (ENGINE.md): ingest a corpus into a hash "
+                       description="Inverted indexes (docs/engine.md): ingest a corpus into a hash "
                        "table, transform it into a skip list, DID blocks, freq blocks and a "
                        "dictionary, each file with a checked header, plus manifest.json.")
     cmds = p.add_subparsers(dest="command", metavar="COMMAND")

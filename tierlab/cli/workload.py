@@ -1,5 +1,5 @@
 """`tierlab workload generate|stats`: query workloads over a corpus's terms
-(tierlab.engine.workload; WORKLOAD.md)."""
+(tierlab.engine.workload; docs/workload.md)."""
 from __future__ import annotations
 
 import argparse
@@ -42,7 +42,7 @@ def _source_args(p) -> None:
 
 def register(sub) -> None:
     p = sub.add_parser("workload", help="generate query workloads, or measure one",
-                       description="Query workloads (WORKLOAD.md): frequency classes H/M/L, "
+                       description="Query workloads (docs/workload.md): frequency classes H/M/L, "
                        "SINGLE and AND queries with a repetition probability (RP).")
     cmds = p.add_subparsers(dest="command", metavar="COMMAND")
     cmds.required = True
@@ -51,8 +51,8 @@ def register(sub) -> None:
         "generate", help="write a seeded query workload for one frequency class",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=paragraphs(
-            "Generate WORKLOAD.md's workload: shuffle the class's terms into a queue; for each "
-            "query pop a term and, with probability --rp, emit instead a random term of the "
+            "Generate a workload (docs/workload.md): shuffle the class's terms into a queue; for "
+            "each query pop a term and, with probability --rp, emit instead a random term of the "
             "repeat queue (the last --repeat-queue popped terms). AND queries pair two such "
             "streams over disjoint halves of the class. Seeded.", SOURCE_HELP,
             "Output: WORKLOAD (one query per line: `term` or `term AND term`) and WORKLOAD.json "

@@ -1,4 +1,4 @@
-"""The inverted index (ENGINE.md "Indexing", "Queries", "Placement"): build an
+"""The inverted index (docs/engine.md "Indexing", "Queries", "Placement"): build an
 index directory from a corpus, open it with each file placed on a tier, and
 query it. The work is done by the C kernels (kernels/src/index/, query/,
 tiers/); this module is the Python face of `tierlab.h`'s index section.

@@ -1,4 +1,4 @@
-"""Ingest real corpora (WORKLOAD.md "Real corpora") into tierlab's corpus
+"""Ingest real corpora (docs/workload.md "Corpora") into tierlab's corpus
 format (see tierlab.engine.corpus for the format and its sidecars).
 
 Inputs, by `--format` or, with `auto`, by file name:
@@ -16,7 +16,7 @@ Every document is normalised, then truncated: each run of whitespace
 space, leading and trailing spaces go; then the UTF-8 bytes are cut to
 `doc_bytes` at a character boundary (and a space left at the cut is dropped).
 Documents left empty are skipped and counted. Term statistics are counted on
-the file as written, with ENGINE.md's tokeniser, by the C counter
+the file as written, with docs/engine.md's tokeniser, by the C counter
 (tierlab_corpus_count_terms; a Python dict would cap ingest at a few MB/s).
 
 Bad input is a TierlabError naming the file and line: an unreadable file,
@@ -317,7 +317,7 @@ def ingest(inputs, out: str | os.PathLike, *, fmt: str = "auto", doc_bytes: int 
             names = ", ".join(str(p) for p in inputs)
             raise TierlabError(f"no documents in {names}: the corpus would be empty"
                                + (f" ({skipped} empty or bad documents skipped)" if skipped else ""))
-        # Terms are counted in C on the file as written (ENGINE.md's tokeniser).
+        # Terms are counted in C on the file as written (docs/engine.md's tokeniser).
         counts = count_terms(t_corpus, t_terms, progress=progress, desc=f"count {out.name}")
         assert counts["documents"] == docs and counts["bytes"] == nbytes
         source = {"kind": "ingested", "files": files, "text_field": text_field,

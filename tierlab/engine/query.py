@@ -1,5 +1,5 @@
-"""Running a query workload against an index (ENGINE.md "Queries",
-WORKLOAD.md "Measurement protocol").
+"""Running a query workload against an index (docs/engine.md "Queries",
+docs/workload.md "Measurement protocol").
 
 `run` drops the index files from the page cache (drop_caches as root, else
 posix_fadvise DONTNEED per file; or the method asked for), opens the index with the requested

@@ -1,4 +1,4 @@
-"""Query workloads (WORKLOAD.md "Frequency classes" and "Query generation
+"""Query workloads (docs/workload.md "Frequency classes" and "Query generation
 with a repetition probability"): classes, the seeded RP generator, query
 files and per-workload statistics.
 
@@ -14,7 +14,7 @@ is raised to at least 2 postings, so L holds at least the terms seen in a
 single document: then a generated corpus of ~1 MB (1,000 documents) and up
 already has all three classes.
 
-The generator (exactly WORKLOAD.md's algorithm; randomness from Python's
+The generator (exactly docs/workload.md's algorithm; randomness from Python's
 random.Random(seed), drawn in this order)
 ------------------------------------------------------------------------
 SINGLE, n queries over terms T with probability rp and capacity R:
@@ -37,7 +37,7 @@ Query files
 UTF-8 text, one query per line. A query is one or more terms separated by
 spaces; `AND` (upper case) may stand between terms and means what the space
 means: the engine's only multi-term query is the conjunction. Terms are
-ENGINE.md tokens (lower-case ASCII letters and digits). Blank lines and lines
+docs/engine.md tokens (lower-case ASCII letters and digits). Blank lines and lines
 starting with `#` are ignored. Generated files contain `term` or
 `term AND term` lines only. `read_queries` gives a file:line error for
 anything else. Next to a generated file, `<workload>.json` holds its
@@ -65,7 +65,7 @@ CLASSES = ("H", "M", "L")
 DEFAULT_H = 0.00625      # reference: >= 1,000,000 postings of ~160 M documents
 DEFAULT_L = 0.00000625   # reference: < 1,000 postings
 REPEAT_QUEUE = 100
-BLOCK_POSTINGS = 256     # ENGINE.md: B = 256 postings per block
+BLOCK_POSTINGS = 256     # docs/engine.md: B = 256 postings per block
 # Reference workload sizes (more queries where each is cheaper).
 DEFAULT_QUERIES = {"H": 1_000, "M": 100_000, "L": 1_000_000}
 TYPES = ("single", "and")
@@ -119,7 +119,7 @@ def class_terms(terms_df, cls: str, t: Thresholds) -> list[str]:
 
 def single_stream(terms: list[str], n: int, rp: float, capacity: int,
                   rng: random.Random) -> tuple[list[str], int]:
-    """WORKLOAD.md's SINGLE stream (see the module docstring for the exact
+    """docs/workload.md's SINGLE stream (see the module docstring for the exact
     draws). Returns (queries, how many came from the repeat queue)."""
     queue = sorted(terms, key=str.encode)  # byte order: the input order does not matter
     rng.shuffle(queue)
@@ -145,7 +145,7 @@ def single_stream(terms: list[str], n: int, rp: float, capacity: int,
 
 def and_stream(terms: list[str], n: int, rp: float, capacity: int,
                rng: random.Random) -> tuple[list[tuple[str, str]], int]:
-    """WORKLOAD.md's AND workload: two SINGLE streams over disjoint halves."""
+    """docs/workload.md's AND workload: two SINGLE streams over disjoint halves."""
     queue = sorted(terms, key=str.encode)
     rng.shuffle(queue)
     half = len(queue) // 2
@@ -222,7 +222,7 @@ def read_queries(path: str | os.PathLike) -> list[tuple[str, ...]]:
 
 def workload_stats(queries, terms_df, *, block_postings: int = BLOCK_POSTINGS,
                    thresholds: Thresholds | None = None) -> dict:
-    """Per-workload statistics (WORKLOAD.md): unique terms, repeats, postings
+    """Per-workload statistics (docs/workload.md): unique terms, repeats, postings
     touched and the share of the index's blocks touched. Blocks of a term:
     the table's `blocks` column when it has one (an index dictionary), else
     ceil(postings / block_postings)."""

@@ -1,10 +1,10 @@
 """`tierlab model reference`: the APCache reference grids at the reference's
-scale (model/indexmeta.py `reference`) and the trends of APCACHE.md
+scale (model/indexmeta.py `reference`) and the trends of docs/apcache.md
 "Reference behaviour", each computed from the results with the numbers
 behind it and whether it holds.
 
 Grids (every cell: 1,000 H queries, 2 passes with the warm second one
-reported as in WORKLOAD.md's protocol, the Optane PM slow tier, the
+reported as in docs/workload.md's protocol, the Optane PM slow tier, the
 reference cost table `reference_costs`):
 - main: 4 configurations x 8 cache sizes (5-100 % of the index) x RP
   {0, 0.25, 0.5} x {hdd-7200, nvme-p4800x} x {SINGLE, AND} = 384 runs;
@@ -18,10 +18,9 @@ reference cost table `reference_costs`):
 Cost table. `costs="default"` is this machine's table measured (tierlab.model.costs
 .measure) on a generated 1 GB corpus (~1 M documents, H lists of 6 k-1 M
 postings), measured once and cached next to tierlab.model.costs.default's. The
-24 MB default index has H lists of at most ~23 k postings: its fit charged
-~38 ns per posting of an H list (per-query and per-result costs land on
-posting_ns), ~9x the ~4 ns of the 1 GB fit, which made every reference run
-CPU-bound.
+24 MB default index has H lists of at most ~23 k postings: its fit lets
+per-query and per-result costs land on posting_ns, which overcharges the
+reference's far longer H lists and made every reference run CPU-bound.
 
 Trends (each a function of the cache_run table; `check_all` runs them).
 "Exposed I/O" of a run is the share of its wall time the query thread
@@ -88,7 +87,7 @@ def reference_costs_path(codec: str = "pfor-delta256") -> Path:
 
 def reference_costs(codec: str = "pfor-delta256", *, refresh: bool = False, log=None) -> Path:
     """The reference cost table (module docstring): cached, else measured now
-    on a generated 1 GB corpus (~2 min, ~1.2 GB of temporary disk)."""
+    on a generated 1 GB corpus (a few minutes, ~1.2 GB of temporary disk)."""
     import sys
     import tempfile
 

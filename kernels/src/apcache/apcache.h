@@ -1,4 +1,4 @@
-/* apcache.h — internals of the native APCache runtime (APCACHE.md). The
+/* apcache.h — internals of the native APCache runtime (docs/apcache.md). The
  * public face is tierlab_apcache_run in tierlab.h; this header is shared by
  * the files of kernels/src/apcache/ and by the step-driven C tests.
  *
@@ -34,17 +34,18 @@
 #define TL_MAX_RA_PAGES 256 /* readahead window <= 1 MiB */
 #define TL_NO_TERM UINT64_MAX
 /* Emulated delays: sleep until this long before the deadline, then spin
- * (a sleeping thread wakes ~6 us late alone, often ~50 us late when the
- * runtime's other threads keep the CPUs busy). TL_SPIN_FULL_NS is used when
+ * (a sleeping thread wakes microseconds late alone, tens of microseconds
+ * late when the runtime's other threads keep the CPUs busy). TL_SPIN_FULL_NS is used when
  * every runtime thread has a CPU of its own: then a wait shorter than it
  * (an NVMe read) is spun whole, and never wakes late. */
 #define TL_SPIN_NS 15000u
 #define TL_SPIN_FULL_NS 200000u
 /* A query thread or worker with a CPU of its own waits for the other thread
  * of its shard by spinning up to this long before it blocks: a blocked
- * thread's wake-up cost 20-70 us (median) on the VMs measured, with a tail of
- * milliseconds when the vCPU had halted, and waits in the runtime are mostly
- * one query or one NVMe read long. Longer waits (HDD reads) still block. */
+ * thread's wake-up costs tens of microseconds (`tierlab query costs`
+ * measures it), with a tail of milliseconds on a VM whose vCPU halted, and
+ * waits in the runtime are mostly one query or one NVMe read long. Longer
+ * waits (HDD reads) still block. */
 #define TL_HANDOFF_SPIN_NS ((uint64_t)TIERLAB_APCACHE_HANDOFF_SPIN_NS)
 
 uint64_t tl_now_ns(void);
@@ -94,10 +95,9 @@ uint32_t tl_readahead_run_pages(uint64_t readahead_bytes, uint64_t cap_pages);
 /* A mutex that spins a little before it sleeps (PTHREAD_MUTEX_ADAPTIVE_NP),
  * for the page cache, device and shard locks: they are held for well under a
  * microsecond, while a thread that sleeps on a contended lock waits for a
- * futex wake-up, ~38 us on the VM this was measured on. With plain mutexes
- * an emulated base-prefetch query thread, contending with its worker for
- * the page cache's lock, spent 21 us a query outside its waits against 13
- * us of measured CPU (AND H, NVMe, 4.4 MB cache); 16-18 us with these. A
+ * futex wake-up, tens of microseconds. An emulated base-prefetch query
+ * thread contends with its worker for the page cache's lock; with plain
+ * mutexes those wake-ups added to its queries' time outside their waits. A
  * kernel's page-cache hits take no sleeping lock. */
 int tl_mutex_init_adaptive(pthread_mutex_t *m);
 

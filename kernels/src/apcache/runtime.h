@@ -102,10 +102,9 @@ typedef struct tl_run {
     /* start gate: every thread is created first and waits at the gate
      * running (spinning, yielding), then all leave it at t0, so no thread
      * starts ahead of another by its creation time or by a wake-up (a
-     * worker that starts ~1 ms before its query thread runs ahead and stays
-     * there; threads blocked on a condition variable left it 0.01-3 ms
-     * after t0 on a 2-vCPU VM, the query thread 2.1 ms late in a run that
-     * then thrashed) */
+     * worker that starts before its query thread runs ahead and stays
+     * there; a thread blocked on a condition variable leaves late by its
+     * wake-up, and a late query thread can tip a run into thrashing) */
     _Atomic uint32_t gate_arrived; /* threads at the gate */
     _Atomic int gate_open;
     uint64_t slow_static; /* tl_slow_static_bytes, computed before t0 */

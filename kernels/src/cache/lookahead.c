@@ -1,4 +1,4 @@
-/* lookahead.c — the bookkeeping of adaptive lookahead (APCACHE.md "Adaptive
+/* lookahead.c — the bookkeeping of adaptive lookahead (docs/apcache.md "Adaptive
  * lookahead"): rolling_sum, the segments of term occurrences the worker has
  * finished and the query thread has not, and the FIFO of their per-term
  * counts (a ring of max_pending entries). The worker may evict a victim of

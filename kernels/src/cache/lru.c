@@ -1,4 +1,4 @@
-/* lru.c — least recently used (APCACHE.md "The segment cache": the
+/* lru.c — least recently used (docs/apcache.md "The segment cache": the
  * reference's policy). One list; a hit or an insert moves the key to the
  * front, the victim is the back. O(1) per access. */
 #include "cache.h"

@@ -1,4 +1,4 @@
-/* segcache.c — the segment cache of APCACHE.md ("The segment cache") as
+/* segcache.c — the segment cache of docs/apcache.md ("The segment cache") as
  * memory layout: fixed-size segments in caller-provided memory, one chain of
  * segments per cached term, and the free list, all in one next[] array
  * (-1 ends a chain). A chain's head also knows its tail and length, so a

@@ -1,4 +1,4 @@
-/* base.c — `base`: uncompressed 32-bit little-endian integers (ENGINE.md).
+/* base.c — `base`: uncompressed 32-bit little-endian integers (docs/engine.md).
  * The reference layout every compression ratio is measured against. */
 #include <string.h>
 

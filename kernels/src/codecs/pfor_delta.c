@@ -1,4 +1,4 @@
-/* pfor_delta.c — the PFor block scheme (TurboPFor-style, ENGINE.md) and the
+/* pfor_delta.c — the PFor block scheme (TurboPFor-style, docs/engine.md) and the
  * `pfor-delta` configuration: DID gaps in PFor with scalar (horizontal) bit
  * packing; its freq blocks use `pfor`, the same scheme without delta.
  *

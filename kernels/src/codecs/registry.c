@@ -1,4 +1,4 @@
-/* registry.c — the single table of codec configurations (ENGINE.md).
+/* registry.c — the single table of codec configurations (docs/engine.md).
  * Adding a codec: one file in this folder, one line here, one line in
  * kernels/CMakeLists.txt. Nothing else keeps a list of codec names. */
 #include <string.h>

@@ -7,7 +7,7 @@
 #include "codecs.h"
 
 /* `svbyte`: StreamVByte of the values themselves, never delta-coded — the
- * freq codec of `svbyte-delta` (ENGINE.md). Reached through
+ * freq codec of `svbyte-delta` (docs/engine.md). Reached through
  * tierlab_codec_freq(&tierlab_codec_svbyte_delta), not the registry. */
 extern const tierlab_codec tl_svbyte_plain;
 

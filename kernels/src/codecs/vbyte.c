@@ -1,4 +1,4 @@
-/* vbyte.c — `vbyte` (VByte of the values, ENGINE.md) and the loops of
+/* vbyte.c — `vbyte` (VByte of the values, docs/engine.md) and the loops of
  * `vbyte-delta` (VByte of the gaps; descriptor in vbyte_delta.c).
  * Byte format: kernels/formats/vbyte.md; primitives: varint.h. */
 #include <string.h>

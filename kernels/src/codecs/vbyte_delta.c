@@ -1,5 +1,5 @@
 /* vbyte_delta.c — `vbyte-delta`: VByte of the DID gaps; freq blocks use
- * plain `vbyte` (ENGINE.md). The loops are vbyte.c's, with delta = 1. */
+ * plain `vbyte` (docs/engine.md). The loops are vbyte.c's, with delta = 1. */
 #include "vbyte.h"
 
 const tierlab_codec tierlab_codec_vbyte_delta = {

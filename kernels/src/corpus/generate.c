@@ -1,4 +1,4 @@
-/* generate.c — the seeded synthetic corpus (WORKLOAD.md "Corpora").
+/* generate.c — the seeded synthetic corpus (docs/workload.md "Corpora").
  *
  * One pass, one core: draw a rank, append its word, count it; documents are
  * cut from the token stream at doc_bytes. Ranks follow a two-regime Zipf law

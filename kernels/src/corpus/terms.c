@@ -1,7 +1,7 @@
-/* terms.c — the term table of a corpus file, counted with ENGINE.md's
+/* terms.c — the term table of a corpus file, counted with docs/engine.md's
  * tokeniser (runs of ASCII letters and digits, lower-cased; every other byte
  * separates). Ingest writes the corpus in Python and counts here: a Python
- * dict costs ~0.5 us per token, this well under 0.1 us.
+ * dict costs several times more per token than this table.
  *
  * An open-addressing table (linear probing, load <= 1/2) of 32-byte buckets
  * holds the counts; short terms sit in their bucket, long ones in an arena.

@@ -1,5 +1,5 @@
 /* ingest.c — corpus -> in-memory table term -> chain of posting chunks
- * (ENGINE.md "Indexing: ingest"). Chunks hold DIDs and freqs as a structure
+ * (docs/engine.md "Indexing"). Chunks hold DIDs and freqs as a structure
  * of arrays; they start small and double up to 256 postings, so the many
  * rare terms of real text do not each pin a full block. When the table
  * exceeds the memory budget after a document, it is sorted and written as a

@@ -1,5 +1,5 @@
 /* transform.c — the sorted table (or the merged runs) -> dict.bin, skip.bin,
- * dids.bin, freqs.bin (ENGINE.md "Indexing: transform"; layout in format.h).
+ * dids.bin, freqs.bin (docs/engine.md "Indexing"; layout in format.h).
  * Terms arrive sorted, so the dictionary is written in order and needs no
  * sort of its own; a term's postings are re-cut into blocks of block_size
  * whatever the chunking of the table or the runs. */

@@ -1,4 +1,4 @@
-/* and.c — AND of 2..16 terms by skip-list block intersection (ENGINE.md):
+/* and.c — AND of 2..16 terms by skip-list block intersection (docs/engine.md):
  * each term has a current block whose DID range is [first DID, next block's
  * first DID), or [first DID, last DID + 1) for a term's last block. When the ranges of all current blocks overlap (max of lower
  * bounds < min of upper bounds), the blocks are decoded (once: a block stays

@@ -1,5 +1,5 @@
 /* query.c — query contexts, term cursors, the SINGLE/AND entry points, the
- * final sort and the batch loop (ENGINE.md "Queries", "Scoring").
+ * final sort and the batch loop (docs/engine.md "Queries").
  *
  * BM25: w(t, f) = idf(t) * (f * (k1 + 1)) / (f + k1), k1 = 1.2, evaluated left
  * to right in double precision; idf(t) = log(1 + (N - n_t + 0.5) / (n_t + 0.5)).

@@ -1,4 +1,4 @@
-/* tiers.h — placement of one index file on a memory tier (ENGINE.md
+/* tiers.h — placement of one index file on a memory tier (docs/engine.md
  * "Placement"). One file per tier implements `place`; tier.c holds the single
  * table of tiers and parses requests ("dram", "pm:/mnt/pmem0", "numa:1"). */
 #ifndef TL_TIERS_H

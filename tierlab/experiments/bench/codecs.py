@@ -290,7 +290,7 @@ class _Run:
         self.memcpy: dict[str, list[int]] = {r: [] for r in REGIMES}
         # memcpy's source is a private copy, like each codec's encoded bytes:
         # `values` is also read by every encode pass, which keeps part of it
-        # in L2 and would flatter memcpy (measured: up to 1.8x).
+        # in L2 and would flatter memcpy.
         self.memcpy_src = _aligned_copy(blocks.values)
 
     def out(self, regime: str) -> np.ndarray:
@@ -318,7 +318,7 @@ _SENTINEL = np.uint32(0xA5A5A5A5)  # fills output buffers to catch writes past t
 
 
 WARM_PASSES = 3  # before each timed C pass; one is not enough to displace a
-# predecessor's 4 MiB from L2 (measured: base then ran 1.3-1.8x memcpy's time)
+# predecessor's 4 MiB from L2 (base then ran slower than memcpy's time)
 
 
 def _warm(timed_pass, *args, times: int = WARM_PASSES):

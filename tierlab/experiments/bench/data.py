@@ -68,7 +68,7 @@ def clustered_dids(n: int, avg_gap: int = 32, seed: int = DEFAULT_SEED) -> np.nd
 
     The first and last DIDs are pinned to 0 and n*avg_gap-1 so the mean gap is
     avg_gap exactly. Written level by level with numpy (every segment of one
-    recursion depth at once): about log2(n) vectorised steps, ~0.2 s for 2^20.
+    recursion depth at once): about log2(n) vectorised steps.
     """
     check_dids_fit(n, avg_gap)
     hi_all = n * avg_gap
@@ -110,7 +110,7 @@ def freqs(n: int, seed: int = DEFAULT_SEED, zipf_a: float = 2.5, cap: int = 512)
     """n within-document term frequencies: Zipf(zipf_a) integers clipped to
     [1, cap]. With a = 2.5 about 75 % are 1 and 92 % are at most 3, with a thin
     tail of large counts: the shape of within-document term frequencies in
-    text (Zipf's law). The cap is a 1 KiB document's most tokens (ENGINE.md
+    text (Zipf's law). The cap is a 1 KiB document's most tokens (docs/engine.md
     fixes document size), 512 one-letter words.
     """
     if n <= 0:

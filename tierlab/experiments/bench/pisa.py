@@ -13,8 +13,8 @@ What is run
    DIDs), compressed by PISA with every --pisa-encoding (default block_simdbp,
    PISA's SIMD binary packing in 128-integer blocks, and block_optpfor, its
    PFor with exceptions; the first is the reference of the ratios), scorer
-   BM25 with ENGINE.md's k1 = 1.2 and b = 0 (no length normalisation, as
-   ENGINE.md's constant length term).
+   BM25 with docs/engine.md's k1 = 1.2 and b = 0 (no length normalisation, as
+   docs/engine.md's constant length term).
 4. Agreement, on the first --check-queries queries of every workload at k =
    10: BM25 of the query's postings is recomputed in numpy from tierlab's own
    index, once with tierlab's formula and once with PISA's (float32, its IDF).
@@ -94,8 +94,8 @@ from tierlab.experiments.bench import pisa_engine as pe
 from tierlab.experiments.bench.index import (CLASSES, TYPES, Inputs, _machine, corpus_record, inputs_config, make_inputs,
                     make_work, remove_work, validate_inputs)
 
-K1 = 1.2   # ENGINE.md "Scoring" (kernels/src/query/query.h TL_K1)
-B = 0.0    # ENGINE.md: constant length term, i.e. no length normalisation
+K1 = 1.2   # docs/engine.md "Queries" (kernels/src/query/query.h TL_K1)
+B = 0.0    # docs/engine.md: constant length term, i.e. no length normalisation
 BATCH = 4096  # queries per native call, both engines
 ABSENT = ("tierlab-absent-term-a", "tierlab-absent-term-b")  # '-' is never in a token
 TARGETS = (("and", "H"), ("single", "H"))  # issue 3: within 1.0x of PISA at k = 1024
@@ -182,7 +182,7 @@ class _Postings:
 
 
 def _tierlab_scores(lists, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
-    """tierlab's BM25 (ENGINE.md, kernels/src/query/query.h) of the
+    """tierlab's BM25 (docs/engine.md, kernels/src/query/query.h) of the
     conjunction, in float64: (dids, scores)."""
     common = None
     for d, _ in lists:

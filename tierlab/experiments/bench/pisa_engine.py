@@ -38,7 +38,7 @@ BM25 in PISA (scorer `bm25`, include/pisa/scorer/bm25.hpp)
 -----------------------------------------------------------
 score(t, d) = max(1e-6, ln((N - df + 0.5) / (df + 0.5))) * (1 + k1)
               * f / (f + k1 * (1 - b + b * len(d) / avg_len)),   in float32.
-With b = 0 the length term is 1, which is ENGINE.md's constant-length BM25,
+With b = 0 the length term is 1, which is docs/engine.md's constant-length BM25,
 and with k1 = 1.2 the f-part equals tierlab's. The IDF differs: tierlab uses
 ln(1 + (N - df + 0.5) / (df + 0.5)) (non-negative without a clamp). A
 SINGLE query ranks the same under both; an AND query can rank differently
