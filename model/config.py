@@ -1,8 +1,7 @@
-"""Run configurations of `tierlab model run CONFIG.yaml` (every key, with its
-default, is documented in model/README.md): parsing, validation (a
-TierlabError naming the bad key and value), building the inputs (index
-metadata, trace, costs, specs) and running one configuration into the
-result tables.
+"""A model run (`tierlab model run SPEC.yaml`): the run spec
+(tierlab.core.runspec, the keys of `tierlab list keys`) resolved for the
+model, its inputs built (index metadata, trace, costs, device and tier specs)
+and the run turned into the result tables.
 
 Inputs are cached per process (an index synthesised at the reference scale
 takes seconds), so a sweep's worker builds each index once.
@@ -21,45 +20,12 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from tierlab.core import values
+from tierlab.core import runspec, specs, values
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import indexmeta, sim
 from tierlab.model import trace as trace_mod
 
-POLICIES = ("lru", "fifo", "clock", "s3fifo", "belady")
-
-DEFAULTS = {
-    "config": "hybrid-prefetch",
-    "policy": "lru",
-    "page_cache_policy": "lru",
-    "device": "nvme-p4800x",
-    "slow_tier": "optane-dcpmm-g1",
-    "index": "reference",
-    "workload": {"type": "single", "class": "H", "queries": 1000, "rp": 0.25},
-    "cache_bytes": None,
-    "cache_fraction": None,
-    "segment_bytes": sim.DEFAULT_SEGMENT,
-    "lookahead": None,
-    "dram_budget_bytes": sim.DEFAULT_DRAM_BUDGET,
-    "readahead_bytes": sim.DEFAULT_READAHEAD,
-    "cores": 1,
-    "k": sim.DEFAULT_K,
-    "passes": 1,
-    "costs": "default",
-    "tier_factor": None,
-    "sample_ns": sim.DEFAULT_SAMPLE_NS,
-    "seed": 0,
-    "wake_ups": "median",
-    "handoff_spin_ns": "runtime",
-    "page_hit_ns": 0,
-    "page_touch_ns": 0,
-    "page_miss_ns": 0,
-    "check_bistable": False,
-    "out": "model-out",
-    "name": "",
-}
-KEYS = tuple(DEFAULTS)
 WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", "l")
 # where a replayed trace's CPU time per query comes from: the cost table, or the
 # latency `tierlab query run` measured for each query (an all-DRAM run)
@@ -75,59 +41,34 @@ PAGE_COST_KEYS = ("page_hit_ns", "page_touch_ns", "page_miss_ns")
 # the query thread has not used yet, it rereads them and falls further behind),
 # and which one a real run settles in depends on its first milliseconds
 BISTABLE_QPS_CHANGE = 0.10
-# the OS page cache's replacement: LRU, or FIFO as Linux (6.3 on) keeps pages touched
-# only through a MADV_RANDOM mapping (its accessed bits are ignored: vma_has_recency)
-PAGE_CACHE_POLICIES = ("lru", "fifo")
-# a thread's wake-up after its signal: the cost table's median, or each drawn
-# from its measured wake-ups (seeded by `seed`)
-WAKE_UPS = ("median", "drawn")
-
-
-def policies() -> tuple:
-    """The segment cache's policies: the registry of model/cache.py."""
-    try:
-        from tierlab.model.cache import POLICIES as reg
-
-        return tuple(reg)
-    except ImportError:
-        return POLICIES
 
 
 # --- values ------------------------------------------------------------------------
 
-_size, _int, _num = values.size, values.whole, values.number
+_int, _num = values.whole, values.number
 
 
 @dataclass
 class RunConfig:
-    """A validated configuration (values as in DEFAULTS, normalised)."""
+    """A validated configuration: the run spec (tierlab.core.runspec) with the
+    model's own values resolved (index, workload, costs, handoff_spin_ns)."""
 
     values: dict
+    spec: runspec.RunSpec
 
     def __getitem__(self, k):
         return self.values[k]
 
     def params(self, index_bytes: int) -> sim.Params:
         v = self.values
-        cache = v["cache_bytes"]
-        if cache is None:
-            cache = int(round(v["cache_fraction"] * index_bytes))
-        p = sim.Params(config=v["config"], policy=v["policy"], cores=v["cores"],
-                       cache_bytes=int(cache), segment_bytes=v["segment_bytes"],
-                       lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
-                       readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
-                       page_cache_policy=v["page_cache_policy"],
-                       passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"],
-                       handoff_spin_ns=v["handoff_spin_ns"])
-        if p.hybrid and p.cache_bytes // p.cores < p.segment_bytes:
-            key = "cache_bytes" if v["cache_bytes"] is not None else "cache_fraction"
-            raise TierlabError(f"{key}: {p.cache_bytes} bytes is less than one "
-                               f"{p.segment_bytes}-byte segment per core ({p.cores} cores)")
-        if not p.hybrid and p.cache_bytes < 4096:
-            key = "cache_bytes" if v["cache_bytes"] is not None else "cache_fraction"
-            raise TierlabError(f"{key}: {p.cache_bytes} bytes; the page cache must hold one "
-                               f"4096-byte page")
-        return p
+        return sim.Params(config=v["config"], policy=v["policy"], cores=v["cores"],
+                          cache_bytes=self.spec.cache_size(index_bytes),
+                          segment_bytes=v["segment_bytes"],
+                          lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
+                          readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
+                          page_cache_policy=v["page_cache_policy"],
+                          passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"],
+                          handoff_spin_ns=v["handoff_spin_ns"])
 
 
 def runtime_spin_ns() -> int:
@@ -139,99 +80,20 @@ def runtime_spin_ns() -> int:
     return int(ffi_lib()[1].TIERLAB_APCACHE_HANDOFF_SPIN_NS)
 
 
-def check_run_sizes(v: dict, prefix: str = "") -> None:
-    """Check and normalise, in place, the parameters a model run shares with a
-    runtime run (`tierlab validate` checks its grid rows with this too)."""
-    v["segment_bytes"] = _size(prefix + "segment_bytes", v["segment_bytes"])
-    if v["segment_bytes"] < 64 or v["segment_bytes"] % 8:
-        raise TierlabError(f"{prefix}segment_bytes: a multiple of 8 bytes, at least 64, got "
-                           f"{v['segment_bytes']}")
-    v["dram_budget_bytes"] = _size(prefix + "dram_budget_bytes", v["dram_budget_bytes"])
-    v["readahead_bytes"] = _size(prefix + "readahead_bytes", v["readahead_bytes"])
-    if not 4096 <= v["readahead_bytes"] <= 2**20:
-        raise TierlabError(f"{prefix}readahead_bytes: 4 KiB .. 1 MiB, got "
-                           f"{v['readahead_bytes']}")
-    v["cores"] = _int(prefix + "cores", v["cores"])
-    v["k"] = _int(prefix + "k", v["k"])
-
-
 def validate(doc: dict, where: str = "config") -> RunConfig:
-    """Check every key of a run configuration; fill the defaults."""
-    from tierlab.core import specs
-
-    if not isinstance(doc, dict):
-        raise TierlabError(f"{where}: a configuration is a YAML mapping of keys to values")
-    unknown = [k for k in doc if k not in DEFAULTS]
-    if unknown:
-        raise TierlabError(f"{where}: unknown key '{unknown[0]}'; known: {', '.join(KEYS)}")
-    v = dict(DEFAULTS)
-    v.update(doc)
-    if v["config"] not in sim.CONFIGS:
-        raise TierlabError(f"config: unknown configuration '{v['config']}'; known: "
-                           f"{', '.join(sim.CONFIGS)}")
-    pols = policies()
-    if v["policy"] not in pols:
-        raise TierlabError(f"policy: unknown policy '{v['policy']}'; known: {', '.join(pols)}")
-    if v["page_cache_policy"] not in PAGE_CACHE_POLICIES:
-        raise TierlabError(f"page_cache_policy: '{v['page_cache_policy']}'; one of "
-                           f"{', '.join(PAGE_CACHE_POLICIES)}")
-    for key, kind in (("device", "storage"), ("slow_tier", "memory")):
-        if not isinstance(v[key], str):
-            raise TierlabError(f"{key}: a spec name of sim-configs/devices or a .yaml path, "
-                               f"got {v[key]!r}")
-        try:
-            specs.load(v[key], kind=kind)
-        except TierlabError as e:
-            raise TierlabError(f"{key}: {e}") from None
-    if doc.get("cache_bytes") is not None and doc.get("cache_fraction") is not None:
-        raise TierlabError("cache_bytes and cache_fraction: give one of them, not both")
-    if v["cache_bytes"] is not None:
-        v["cache_bytes"] = _size("cache_bytes", v["cache_bytes"])
-    elif v["cache_fraction"] is not None:
-        v["cache_fraction"] = _num("cache_fraction", v["cache_fraction"], 0.0, None,
-                                   open_lo=True)
-    else:
-        raise TierlabError("cache_bytes: give cache_bytes (e.g. 4GB) or cache_fraction "
-                           "(of the index's bytes, e.g. 0.2)")
-    check_run_sizes(v)
-    v["passes"] = _int("passes", v["passes"])
-    v["sample_ns"] = _int("sample_ns", v["sample_ns"])
-    v["seed"] = _int("seed", v["seed"], 0)
-    if v["wake_ups"] not in WAKE_UPS:
-        raise TierlabError(f"wake_ups: {v['wake_ups']!r}; one of {', '.join(WAKE_UPS)}")
+    """Check a run spec for the model (tierlab.core.runspec: every key, its
+    default and its check), then resolve what only the model reads."""
+    spec = runspec.validate(doc, where)
+    if spec["device"] == specs.REAL:
+        raise TierlabError("device: the model needs a storage spec; `real` is the runtime's own "
+                           "device (`tierlab validate` probes it and writes a spec)")
+    v = dict(spec)
     if v["handoff_spin_ns"] == "runtime":
         v["handoff_spin_ns"] = runtime_spin_ns()
-    elif isinstance(v["handoff_spin_ns"], bool) or not isinstance(v["handoff_spin_ns"], int) \
-            or v["handoff_spin_ns"] < 0:
-        raise TierlabError(f"handoff_spin_ns: 'runtime' or whole ns >= 0 (0: a waiting thread "
-                           f"blocks at once), not {v['handoff_spin_ns']!r}")
-    for key in PAGE_COST_KEYS:  # a number, or "table": the cost table's
-        if v[key] != "table":
-            v[key] = _num(key, v[key], 0.0)
-    if not isinstance(v["check_bistable"], bool):
-        raise TierlabError(f"check_bistable: true or false, not {v['check_bistable']!r}")
-    if v["tier_factor"] is not None:
-        v["tier_factor"] = _num("tier_factor", v["tier_factor"], 0.0, open_lo=True)
-    la = v["lookahead"]
-    if v["config"] in ("base", "hybrid"):
-        if la not in (None, "none"):
-            raise TierlabError(f"lookahead: {la!r}, but only base-prefetch and hybrid-prefetch "
-                               "look ahead")
-        v["lookahead"] = None
-    elif la is not None:
-        if la == "adaptive":
-            if v["config"] != "hybrid-prefetch":
-                raise TierlabError("lookahead: adaptive lookahead is hybrid-prefetch's; give "
-                                   "base-prefetch a number of queries (default 16)")
-        else:
-            v["lookahead"] = _int("lookahead", la)
     v["index"] = _check_index(v["index"])
     v["workload"] = _check_workload(v["workload"])
     v["costs"] = _check_costs(v["costs"])
-    if not isinstance(v["out"], (str, os.PathLike)):
-        raise TierlabError(f"out: a folder, got {v['out']!r}")
-    v["name"] = str(v["name"] or "")
-    return RunConfig(v)
+    return RunConfig(v, spec)
 
 
 def _check_index(x):
@@ -323,14 +185,11 @@ def _check_costs(c):
     return c
 
 
-def load(path: str | os.PathLike, overrides: dict | None = None) -> RunConfig:
-    path = Path(path)
-    doc = values.read_yaml(path) or {}
-    if overrides:
-        if not isinstance(doc, dict):
-            raise TierlabError(f"{path}: a configuration is a YAML mapping")
-        doc = {**doc, **overrides}
-    return validate(doc, str(path))
+def load(path: str | os.PathLike | None, overrides: dict | None = None) -> RunConfig:
+    """A run spec file (or none) with `overrides` on top, validated for the model."""
+    doc = runspec.read(path) if path is not None else {}
+    doc.update(overrides or {})
+    return validate(doc, str(path) if path is not None else "run spec")
 
 
 # --- inputs ------------------------------------------------------------------------
@@ -433,7 +292,6 @@ class Result:
 def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     """Run one configuration; nothing is written (see write)."""
     from tierlab import __version__
-    from tierlab.core import specs
     from tierlab.engine.query import machine
 
     v = cfg.values
@@ -464,7 +322,6 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         bistable = head_start_check(m, s.tail_qps(), ahead.metrics(), ahead.tail_qps(),
                                     ahead.elapsed_ns)
     wall = time.perf_counter() - t0
-    la = p.lookahead_value()
     params = {
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
         "readahead_bytes": p.readahead_bytes, "page_cache_policy": p.page_cache_policy,
@@ -484,19 +341,15 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
                   "unknown_terms": tr.unknown_terms, **tr.info},
         "working_set_bytes": int(meta.term_bytes[s.ref].sum()) if len(s.ref) else 0,
         "cache_fraction": v["cache_fraction"], "model_wall_s": round(wall, 3),
+        "spec": cfg.spec.as_dict(),
         **s.extra(), **bistable,
     }
     run_row = {
         "run_id": uuid.uuid4().hex, "source": "model", "started_at": started,
-        "tierlab_version": __version__, "config": p.config, "policy": p.policy,
-        "device": dev.name, "device_mode": "model",
-        "slow_tier": tier.name if p.hybrid else "none",
-        "index_path": meta.source, "index_bytes": meta.index_bytes,
+        "tierlab_version": __version__, **runspec.run_columns(cfg.spec, p.cache_bytes),
+        "device_mode": "model", "index_path": meta.source, "index_bytes": meta.index_bytes,
         "workload": tr.name, "query_type": tr.query_type, "query_class": tr.query_class,
-        "rp": float(tr.rp), "cores": p.cores,
-        "cache_bytes": p.cache_bytes, "segment_bytes": p.segment_bytes if p.hybrid else 0,
-        "lookahead": str(la), "dram_budget_bytes": p.dram_budget_bytes if p.hybrid else 0,
-        "memory_limit_enforced": "model", **m,
+        "rp": float(tr.rp), "memory_limit_enforced": "model", **m,
         "params": json.dumps(params, sort_keys=True, default=_jsonable),
         "machine": json.dumps(machine(), sort_keys=True),
     }

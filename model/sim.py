@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from tierlab.core import runspec
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import actors
@@ -41,12 +42,13 @@ from tierlab.model.tier import Tier
 from tierlab.model.trace import Trace, next_uses
 
 CONFIGS = ("base", "base-prefetch", "hybrid", "hybrid-prefetch")
-DEFAULT_LOOKAHEAD = 16
-DEFAULT_SEGMENT = 32 * 1024
-DEFAULT_DRAM_BUDGET = 50_000_000
-DEFAULT_READAHEAD = 128 * 1024
-DEFAULT_SAMPLE_NS = 10_000_000
-DEFAULT_K = 1024  # the runtime's default top-k (TIERLAB_K_DEFAULT)
+# Params' defaults are the run spec's (tierlab.core.runspec)
+DEFAULT_LOOKAHEAD = runspec.DEFAULT_LOOKAHEAD
+DEFAULT_SEGMENT = runspec.default("segment_bytes")
+DEFAULT_DRAM_BUDGET = runspec.default("dram_budget_bytes")
+DEFAULT_READAHEAD = runspec.default("readahead_bytes")
+DEFAULT_SAMPLE_NS = runspec.default("sample_ns")
+DEFAULT_K = runspec.default("k")
 
 
 @dataclass(frozen=True)

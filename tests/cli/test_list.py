@@ -49,10 +49,10 @@ def test_list_codecs_prints_every_registry_codec_with_its_impl(registry):
     ("configs", "config", "configs"),
 ])
 def test_list_prints_the_c_registry_in_order(what, header, registry):
-    from tierlab.runtime import apcache
+    from tierlab.core import registry as registries
 
     try:
-        names = getattr(apcache, registry)()
+        names = getattr(registries, registry)()
     except TierlabError as e:
         pytest.skip(f"`tierlab list {what}` needs the C kernels: {e}")
     r = _tierlab("list", what)
@@ -87,3 +87,13 @@ def test_list_with_a_bad_registry_is_a_usage_error(args):
     assert "usage: tierlab list" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     assert r.stdout == ""
+
+
+def test_list_keys_prints_every_run_spec_key_once():
+    from tierlab.core import runspec
+
+    r = _tierlab("list", "keys")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split()[0] for line in r.stdout.splitlines()[1:] if line and
+            not line.startswith("each key")]
+    assert rows == runspec.keys()

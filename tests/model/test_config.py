@@ -33,7 +33,6 @@ def base(**over):
     ({"cache_bytes": -5, "cache_fraction": None}, "cache_bytes"),
     ({"cache_bytes": "lots", "cache_fraction": None}, "cache_bytes"),
     ({"cache_fraction": -0.1}, "cache_fraction"),
-    ({"cache_fraction": None}, "cache_bytes"),
     ({"cache_bytes": 4096}, "cache_bytes and cache_fraction"),
     ({"segment_bytes": 100}, "segment_bytes"),
     ({"dram_budget_bytes": -1}, "dram_budget_bytes"),

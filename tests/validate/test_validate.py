@@ -209,7 +209,7 @@ def test_emulated_runs_that_miss_their_device_timing_are_run_again(tmp_path, mon
 
     done = []
 
-    def fake_run(index, workload, rdir, progress=None, **kw):
+    def fake_run(spec, rdir, progress=None, **kw):
         rdir.mkdir(parents=True)
         (rdir / "cache_run.parquet").write_text(str(len(done)))
         done.append(rdir)
@@ -223,7 +223,7 @@ def test_emulated_runs_that_miss_their_device_timing_are_run_again(tmp_path, mon
 
     monkeypatch.setattr(apcache, "run", fake_run)
     monkeypatch.setattr(schema, "read_table", fake_read)
-    monkeypatch.setattr(V, "_runtime_args", lambda row, cache: {})
+    monkeypatch.setattr(V, "run_doc", lambda row, cache, index, workload: {})
     tmp = tmp_path / "row" / "measured"
     tmp.parent.mkdir()
     V._measure(None, tmp_path, tmp_path, tmp, 0, 3, cpu=False, min_runs=min_runs)
@@ -409,10 +409,10 @@ def test_a_failed_runtime_run_is_listed_and_the_grid_goes_on(tiny, tmp_path, mon
         shutil.copy(tiny / name, out / name)
     real_run = apc.run
 
-    def oom_for_hybrid(index, workload, o, **kw):
-        if kw["config"] == "hybrid":
+    def oom_for_hybrid(spec, o, **kw):
+        if spec["config"] == "hybrid":
             raise TierlabError("apcache run failed: the runtime was killed by signal 9")
-        return real_run(index, workload, o, **kw)
+        return real_run(spec, o, **kw)
 
     monkeypatch.setattr(apc, "run", oom_for_hybrid)
     assert main(["validate", str(TINY), "--out", str(out), "--no-progress"]) == 1

@@ -30,15 +30,15 @@ def _codecs() -> None:
 
 
 def _configs() -> None:
-    from tierlab.runtime import apcache
+    from tierlab.core import registry
 
-    _table(["config"], [[name] for name in apcache.configs()])
+    _table(["config"], [[name] for name in registry.configs()])
 
 
 def _policies() -> None:
-    from tierlab.runtime import apcache
+    from tierlab.core import registry
 
-    _table(["policy"], [[name] for name in apcache.policies()])
+    _table(["policy"], [[name] for name in registry.policies()])
 
 
 def _specs(kind: str) -> list:
@@ -69,8 +69,25 @@ def _devices() -> None:
             for s in _specs("storage")])
 
 
+def _keys() -> None:
+    from tierlab.core import runspec
+
+    import yaml
+
+    def shown(v):  # as it would be written in a spec file
+        if v in (None, ""):
+            return "-"
+        return yaml.safe_dump(v, default_flow_style=True, sort_keys=False).strip().removesuffix("...").strip()
+
+    _table(["key", "default", "takes", "read by"],
+           [[k, shown(runspec.info(k).get("default")), runspec.expected(k),
+             ",".join(runspec.info(k)["x-used-by"])] for k in runspec.keys()])
+    print("each key: SPEC.yaml, --set KEY=VALUE or --KEY VALUE of apcache run, model run, "
+          "query run; descriptions in `tierlab model run --help` and tierlab/core/run.schema.yaml")
+
+
 REGISTRIES = {"codecs": _codecs, "configs": _configs, "tiers": _tiers, "devices": _devices,
-              "policies": _policies}
+              "policies": _policies, "keys": _keys}
 
 
 def register(sub) -> None:

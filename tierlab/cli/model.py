@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tierlab.core.errors import TierlabError
-from tierlab.cli.args import paragraphs
+from tierlab.cli.args import add_run_spec, paragraphs, run_spec_overrides
 
 _RUN_HELP = paragraphs(
     "Run one APCache configuration in the SimPy model (APCACHE.md): base, base-prefetch, "
@@ -17,8 +17,8 @@ _RUN_HELP = paragraphs(
     "over an index read from `tierlab index build` or synthesised from statistics (the preset "
     "`reference` is the APCache study's 20 GB, 15.3 billion-posting Common Crawl index), with a "
     "workload file, a `tierlab query run --trace` replay or a generated RP workload.",
-    "CONFIG.yaml holds the keys documented in model/README.md (all optional but the cache size: "
-    "cache_bytes or cache_fraction); --set KEY=VALUE overrides one (a YAML value). Writes "
+    "SPEC.yaml is a run spec: the keys of `tierlab list keys`, all optional, the same file "
+    "`tierlab apcache run` takes; --set KEY=VALUE or --KEY VALUE sets one (a YAML value). Writes "
     "OUT/cache_run.parquet, cache_query.parquet and cache_timeline.parquet (the result schema, "
     "source model) and prints the run's metrics.")
 
@@ -42,21 +42,6 @@ _REF_HELP = paragraphs(
     "(about 2 more the first time, to measure the cost table).")
 
 
-def _set_pairs(pairs) -> dict:
-    import yaml
-
-    out = {}
-    for text in pairs or []:
-        key, sep, val = text.partition("=")
-        if not sep or not key:
-            raise TierlabError(f"--set {text!r}: write KEY=VALUE")
-        try:
-            out[key.strip()] = yaml.safe_load(val)
-        except yaml.YAMLError as e:
-            raise TierlabError(f"--set {text!r}: the value is not YAML ({e})") from None
-    return out
-
-
 def register(sub) -> None:
     p = sub.add_parser("model", help="the SimPy model of APCache: run, sweep, reference",
                        description="The SimPy model of APCache's four configurations "
@@ -68,11 +53,8 @@ def register(sub) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog="example: tierlab model run cfg.yaml --set device=hdd-7200 "
                         "--set cache_fraction=0.2 --out runs/m1")
-    r.add_argument("config", metavar="CONFIG.yaml")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a key of CONFIG.yaml (repeatable; VALUE is YAML)")
-    r.add_argument("--out", metavar="DIR", help="folder for the tables (default: the `out` key)")
     r.add_argument("--json", action="store_true", help="print the cache_run row as JSON")
+    add_run_spec(r, "model")
     r.set_defaults(func=run_cmd)
 
     s = cmds.add_parser("sweep", help="run a grid of configurations in parallel",
@@ -121,10 +103,7 @@ SUMMARY = ("config", "device", "slow_tier", "index_bytes", "workload", "cores", 
 def run_cmd(args) -> int:
     from tierlab.model import config as cfgmod
 
-    over = _set_pairs(args.set)
-    if args.out:
-        over["out"] = args.out
-    cfg = cfgmod.load(args.config, over)
+    cfg = cfgmod.load(args.spec, run_spec_overrides(args))
     res = cfgmod.run(cfg)
     cfgmod.write(res, cfg["out"])
     if args.json:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from tierlab.cli.args import positive_int
+from tierlab.cli.args import add_run_spec, positive_int, run_spec
 
 PLACE_HELP = ("where each file lives: dict=T,skip=T,did=T,freq=T or one T for all, T one of "
               "storage (mmap, page cache), dram (anonymous memory, mlock'd if allowed), "
@@ -31,7 +31,6 @@ def register(sub) -> None:
     r.add_argument("index", metavar="INDEX")
     r.add_argument("workload", metavar="WORKLOAD")
     r.add_argument("--out", required=True, metavar="FILE", help="results table, .parquet or .csv")
-    r.add_argument("--k", type=positive_int, default=1024, help="hits kept per query (default 1024)")
     r.add_argument("--passes", type=positive_int, default=2,
                    help="passes over the workload; the last is reported (default 2: warm)")
     r.add_argument("--drop-caches", nargs="?", const="auto", metavar="METHOD",
@@ -46,6 +45,7 @@ def register(sub) -> None:
                    "DIR/run.parquet, query.parquet, term.parquet; see `tierlab trace inspect`")
     r.add_argument("--cpu", type=int, metavar="N", help="pin to CPU N (default: the last allowed)")
     r.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    add_run_spec(r, "query", spec_file=False, skip=("index", "workload"))
     r.set_defaults(func=run_workload)
 
     t = cmds.add_parser("terms", help="run one query and print its hits",
@@ -106,6 +106,18 @@ def register(sub) -> None:
     c.set_defaults(func=run_costs)
 
 
+def placement(place: str | None, spec) -> str | None:
+    """The placement of a query run: --place, with the spec's place_* keys on top."""
+    keys = {f: spec[f"place_{f}"] for f in ("dict", "skip", "did", "freq") if spec[f"place_{f}"]}
+    if not keys:
+        return place
+    base = place or "storage"
+    parts = dict(p.split("=", 1) for p in base.split(",")) if "=" in base else {
+        f: base for f in ("dict", "skip", "did", "freq")}
+    parts.update(keys)
+    return ",".join(f"{f}={t}" for f, t in parts.items())
+
+
 def run_workload(args) -> int:
     from tierlab.engine.query import run, summary_path
 
@@ -119,10 +131,11 @@ def run_workload(args) -> int:
         def progress(p, done, total):
             if done == total:
                 bar.update(1)
+    spec = run_spec(args, index=args.index, workload=args.workload)
     try:
-        s = run(args.index, args.workload, args.out, k=args.k, passes=args.passes,
-                drop=args.drop_caches, placement=args.place, results=args.results, cpu=args.cpu,
-                trace=args.trace, progress=progress)
+        s = run(args.index, args.workload, args.out, k=spec["k"], passes=args.passes,
+                drop=args.drop_caches, placement=placement(args.place, spec),
+                results=args.results, cpu=args.cpu, trace=args.trace, progress=progress)
     finally:
         if bar is not None:
             bar.close()

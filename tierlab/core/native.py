@@ -166,6 +166,26 @@ def codec(name: str) -> Codec:
     raise TierlabError(f"unknown codec '{name}'; known codecs: {names}")
 
 
+def registry_names(registry: str) -> tuple[str, ...]:
+    """The names of one of the C registries (tierlab.core.registry): codecs,
+    configs, policies, tiers (placement tiers) or query_types, in registry
+    order."""
+    ffi, lib = ffi_lib()
+    if registry == "codecs":
+        return tuple(c.name for c in codecs())
+    count, name = {
+        "configs": (lambda: lib.TIERLAB_APCACHE_CONFIGS, lib.tierlab_apcache_config_name),
+        "policies": (lambda: lib.TIERLAB_POLICIES, lib.tierlab_policy_name),
+        "tiers": (lib.tierlab_tier_count, lambda i: lib.tierlab_tier_at(i, ffi.NULL)),
+        "query_types": (lambda: 2, lambda i: (b"single", b"and")[i]),
+    }[registry]
+    out = []
+    for i in range(count()):
+        p = name(i)
+        out.append(p.decode() if isinstance(p, bytes) else ffi.string(p).decode())
+    return tuple(out)
+
+
 def cpu_features() -> str:
     ffi, lib = ffi_lib()
     return ffi.string(lib.tierlab_cpu_features()).decode()

@@ -43,6 +43,20 @@ def parse_bytes(text: str | int) -> int:
     return parse_size(text)
 
 
+FILE_HEADER_BYTES = 128  # every index file starts with this header (kernels/formats/index.md)
+
+
+def postings_bytes(index: str | os.PathLike) -> int:
+    """The DID and freq bytes of an index without their file headers: what a
+    cache size as a fraction of the index (cache_fraction) is a share of,
+    and the runtime's index_bytes."""
+    index = Path(index)
+    try:
+        return sum((index / f).stat().st_size - FILE_HEADER_BYTES for f in ("dids.bin", "freqs.bin"))
+    except OSError as e:
+        raise TierlabError(f"{index}: not an index folder ({e.strerror}: {e.filename})") from None
+
+
 def read_manifest(path: str | os.PathLike) -> dict:
     """The manifest of an index directory; TierlabError if it is not one."""
     p = Path(path) / "manifest.json"

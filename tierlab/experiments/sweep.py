@@ -25,7 +25,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from tierlab.core import values
+from tierlab.core import runspec, values
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import config as cfgmod
@@ -37,10 +37,10 @@ def expand(doc: dict, where: str = "grid") -> list[dict]:
     """The cells of a grid document (each a run configuration mapping)."""
     if not isinstance(doc, dict):
         raise TierlabError(f"{where}: a grid is a YAML mapping of keys to values or lists")
-    unknown = [k for k in doc if k not in cfgmod.DEFAULTS and k not in SWEEP_KEYS]
+    unknown = [k for k in doc if k not in runspec.keys() and k not in SWEEP_KEYS]
     if unknown:
-        raise TierlabError(f"{where}: unknown key '{unknown[0]}'; known: "
-                           f"{', '.join(cfgmod.KEYS + SWEEP_KEYS)}")
+        raise TierlabError(f"{where}: unknown key '{unknown[0]}'; known: the run spec's "
+                           f"(`tierlab list keys`) and {', '.join(SWEEP_KEYS)}")
     axes: list[tuple] = []  # (path, values)
     for k, v in doc.items():
         if k in SWEEP_KEYS or k == "out":
@@ -95,9 +95,9 @@ def prepare(doc: dict, where: str = "grid", out=None, workers=None):
 
 # --- running ------------------------------------------------------------------------------
 
-def _run_cell(cid: str, values: dict, out: str, costs) -> dict:
-    """In a worker process: run one cell and write its folder."""
-    res = cfgmod.run(cfgmod.RunConfig(values), costs=costs)
+def _run_cell(cid: str, cfg, out: str, costs) -> dict:
+    """In a worker process: run one cell (a RunConfig) and write its folder."""
+    res = cfgmod.run(cfg, costs=costs)
     row = dict(res.run)
     row["params"] = json.dumps({**json.loads(row["params"]), "cell_id": cid}, sort_keys=True)
     res.run = row
@@ -194,7 +194,7 @@ def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=N
         if workers == 1 or len(todo) <= 1:
             for cid, c in todo:
                 key = json.dumps(c["costs"], sort_keys=True, default=str)
-                _append_csv(out, _run_cell(cid, c.values, str(out), resolved[key]))
+                _append_csv(out, _run_cell(cid, c, str(out), resolved[key]))
                 bar.update()
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -203,7 +203,7 @@ def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=N
                 try:
                     for cid, c in itertools.islice(it, 2 * workers):
                         key = json.dumps(c["costs"], sort_keys=True, default=str)
-                        pending.add(pool.submit(_run_cell, cid, c.values, str(out), resolved[key]))
+                        pending.add(pool.submit(_run_cell, cid, c, str(out), resolved[key]))
                     while pending:
                         fin, pending = wait(pending, return_when=FIRST_COMPLETED)
                         for f in fin:
@@ -211,7 +211,7 @@ def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=N
                             bar.update()
                         for cid, c in itertools.islice(it, len(fin)):
                             key = json.dumps(c["costs"], sort_keys=True, default=str)
-                            pending.add(pool.submit(_run_cell, cid, c.values, str(out),
+                            pending.add(pool.submit(_run_cell, cid, c, str(out),
                                                     resolved[key]))
                 except BaseException:
                     for f in pending:

@@ -45,36 +45,10 @@ import numpy as np
 import pandas as pd
 
 from tierlab import __version__
+from tierlab.core import runspec, specs
 from tierlab.core.errors import TierlabError
 
-DEFAULT_CACHE = 64 * 2**20
-DEFAULT_SEGMENT = 32 * 2**10
-DEFAULT_DRAM_BUDGET = 50_000_000
-DEFAULT_READAHEAD = 128 * 2**10
-DEFAULT_LOOKAHEAD = 16
 TABLES = ("cache_run", "cache_query", "cache_timeline")
-
-
-def configs() -> list[str]:
-    """The configuration registry of the C runtime (names users type)."""
-    from tierlab.core.native import ffi_lib
-
-    ffi, lib = ffi_lib()
-    return [ffi.string(lib.tierlab_apcache_config_name(i)).decode()
-            for i in range(lib.TIERLAB_APCACHE_CONFIGS)]
-
-
-def policies() -> list[str]:
-    """The eviction policies of kernels/src/cache/ (names users type)."""
-    from tierlab.core.native import ffi_lib
-
-    ffi, lib = ffi_lib()
-    out = []
-    for i in range(lib.TIERLAB_POLICIES):
-        p = lib.tierlab_policy_name(i)
-        if p != ffi.NULL:
-            out.append(ffi.string(p).decode())
-    return out
 
 
 def _binary() -> Path:
@@ -86,62 +60,64 @@ def _binary() -> Path:
     return b
 
 
-def _check_slow_tier(spec: str) -> str:
-    if spec == "dram":
-        return spec
-    if spec.startswith("pm:"):
-        path = Path(spec[3:])
-        if not spec[3:] or not path.is_dir():
-            raise TierlabError(f"--slow-tier {spec}: pm:PATH needs an existing directory")
+def _check_placement(placement: str) -> str:
+    """The segment cache's placement must exist on this machine."""
+    if placement.startswith("pm:"):
+        path = Path(placement[3:])
+        if not path.is_dir():
+            raise TierlabError(f"slow_tier_placement: {placement}: pm:PATH needs an existing "
+                               "directory")
         if not os.access(path, os.W_OK):
-            raise TierlabError(f"--slow-tier {spec}: directory {path} is not writable")
-        return spec
-    if spec.startswith("numa:"):
-        node = spec[5:]
-        if not node.isdigit():
-            raise TierlabError(f"--slow-tier {spec}: numa:N needs a node number")
-        if not Path(f"/sys/devices/system/node/node{int(node)}").exists():
-            raise TierlabError(f"--slow-tier {spec}: no NUMA node {int(node)} on this machine")
-        return spec
-    raise TierlabError(f"--slow-tier '{spec}': one of dram, pm:PATH, numa:N")
+            raise TierlabError(f"slow_tier_placement: {placement}: directory {path} is not "
+                               "writable")
+    elif placement.startswith("numa:"):
+        node = int(placement[5:])
+        if not Path(f"/sys/devices/system/node/node{node}").exists():
+            raise TierlabError(f"slow_tier_placement: {placement}: no NUMA node {node} on this "
+                               "machine")
+    return placement
 
 
-def _lookahead(config: str, lookahead) -> str:
-    """'none', 'adaptive' or a number, as the C CLI takes it."""
-    if config in ("base", "hybrid"):
-        if lookahead not in (None, "none"):
-            raise TierlabError(f"--lookahead {lookahead}: only base-prefetch and hybrid-prefetch "
-                               "look ahead")
-        return "none"
-    if lookahead is None:
-        return "adaptive" if config == "hybrid-prefetch" else str(DEFAULT_LOOKAHEAD)
-    text = str(lookahead)
-    if text == "adaptive":
-        if config != "hybrid-prefetch":
-            raise TierlabError("--lookahead adaptive: only hybrid-prefetch has adaptive lookahead; "
-                               "give base-prefetch a number of queries (default 16)")
-        return text
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise TierlabError(f"--lookahead '{text}': a number of queries >= 1, or adaptive")
-    return str(n)
+# The storage spec keys the C runtime's emulated device takes, each as
+# `--device-<key>` (kernels/src/cli/main.c).
+DEVICE_KEYS = ("read_bandwidth_bytes_per_s", "read_latency_ns", "seek_ns", "queue_depth")
 
 
-def _device_args(device: str) -> tuple[list[str], dict, str]:
-    """C CLI arguments, the spec as recorded, and the cache_run `device` value."""
-    if device == "real":
-        return [], {}, "real"
-    from tierlab.core import specs
-
+def _device(device: str) -> tuple[list[str], dict]:
+    """C CLI arguments of the device and the spec as the result records it."""
+    if device == specs.REAL:
+        return [], {}
     spec = specs.load(device, kind="storage")
-    args = ["--device-bandwidth", repr(spec["read_bandwidth_bytes_per_s"]),
-            "--device-latency-ns", repr(spec["read_latency_ns"]),
-            "--device-seek-ns", repr(spec.get("seek_ns", 0.0)),
-            "--device-queue-depth", str(int(spec["queue_depth"]))]
-    return args, spec.as_dict(), spec.name
+    args = []
+    for key in DEVICE_KEYS:
+        value = spec.get(key, 0.0)
+        args += [f"--device-{key.replace('_', '-')}",
+                 str(int(value)) if key == "queue_depth" else repr(value)]
+    return args, spec.as_dict()
+
+
+def command(spec: runspec.RunSpec, index: Path, workload: Path, raw: Path, cache: int,
+            hits: bool) -> list[str]:
+    """The `tierlab-kernels apcache` command line of a run: every run spec key
+    the runtime reads, as its flag (the key with dashes)."""
+    hybrid = spec.hybrid
+    la = spec.lookahead_value()
+    value = {"cache_bytes": cache, "dram_budget_bytes": spec["dram_budget_bytes"] if hybrid else 0,
+             "slow_tier_placement": _check_placement(runspec.placement(spec)),
+             "memory_limit": int(spec["memory_limit"])}
+    cmd = [str(_binary()), "apcache", str(index), str(workload), str(raw)]
+    for key in ("config", "policy", "cores", "k", "sample_ns", "cache_bytes", "segment_bytes",
+                "readahead_bytes", "dram_budget_bytes", "slow_tier_placement", "memory_limit"):
+        cmd += [runspec.flag(key), str(value.get(key, spec[key]))]
+    if la != "none":
+        cmd += ["--lookahead", str(la)]
+    for key in ("place_dict", "place_skip"):
+        if spec[key]:
+            cmd += [runspec.flag(key), spec[key]]
+    cmd += _device(spec["device"])[0]
+    if hits:
+        cmd.append("--hits")
+    return cmd
 
 
 def _workload_meta(workload: Path, queries) -> dict:
@@ -218,75 +194,46 @@ def _rate(miss: int, hit: int) -> float:
     return miss / (miss + hit) if miss + hit else math.nan
 
 
-def run(index, workload, out, *, config: str = "hybrid-prefetch", cache_size: int = DEFAULT_CACHE,
-        segment_size: int = DEFAULT_SEGMENT, lookahead=None, dram_budget: int = DEFAULT_DRAM_BUDGET,
-        device: str = "real", slow_tier: str = "dram", cores: int = 1, policy: str = "lru",
-        k: int = 1024, place_dict: str | None = None, place_skip: str | None = None,
-        readahead: int = DEFAULT_READAHEAD, sample_ms: int = 10, memory_limit: bool = True,
-        results=None, progress=None) -> dict:
-    """Run `workload` on `index` under one APCache configuration; write the
-    three tables into directory `out`; return the cache_run row as a dict.
-    progress(done, total) gets queries done of all cores. Ctrl-C stops the
-    child, writes what was measured (params.partial = true) and re-raises."""
-    from tierlab.engine.index import read_manifest
+def _path(spec: runspec.RunSpec, key: str, inner: str) -> Path:
+    """The index folder or workload file of a runtime run (a path, or {inner: path})."""
+    v = spec[key]
+    if isinstance(v, dict) and set(v) == {inner}:
+        v = v[inner]
+    if not isinstance(v, (str, os.PathLike)) or (key == "index" and v == "reference"):
+        what = "an index folder (`tierlab index build`)" if key == "index" else "a query file"
+        raise TierlabError(f"{key}: the runtime runs {what}, got {v!r} (synthetic indexes and "
+                           f"generated workloads are the model's)")
+    return Path(v)
+
+
+def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict:
+    """Run the spec's workload on its index under its APCache configuration
+    (the keys `tierlab list keys` shows as read by runtime);
+    write the three tables into folder `out` (default: the spec's `out`);
+    return the cache_run row as a dict. progress(done, total) gets queries
+    done of all cores. Ctrl-C stops the child, writes what was measured
+    (params.partial = true) and re-raises."""
+    from tierlab.engine.index import postings_bytes, read_manifest
     from tierlab.engine.query import machine
     from tierlab.engine.workload import read_queries
 
-    index, workload, out = Path(index), Path(workload), Path(out)
-    known = configs()
-    if config not in known:
-        raise TierlabError(f"unknown configuration '{config}'; known: {', '.join(known)}")
-    pols = policies()
-    if policy not in pols:
-        raise TierlabError(f"unknown policy '{policy}'; known: {', '.join(pols)}")
-    if cores < 1:
-        raise TierlabError(f"--cores {cores}: at least 1")
-    if k < 1:
-        raise TierlabError(f"--k {k}: at least 1")
-    hybrid = config.startswith("hybrid")
-    if hybrid and (segment_size < 64 or segment_size % 8):
-        raise TierlabError(f"--segment-size {segment_size}: a multiple of 8 bytes, at least 64")
-    if hybrid and cache_size // cores < segment_size:
-        raise TierlabError(f"--cache-size {cache_size}: less than one {segment_size}-byte segment "
-                           f"per core")
-    if not hybrid and cache_size < 4096:
-        raise TierlabError(f"--cache-size {cache_size}: the page-cache cap must hold a 4096-byte page")
-    la = _lookahead(config, lookahead)
-    slow = _check_slow_tier(slow_tier)
-    dev_args, dev_spec, dev_name = _device_args(device)
-    if readahead == 0 and dev_name != "real":
-        raise TierlabError("--readahead kernel: only on the real device (an emulated device "
-                           "has no kernel readahead)")
-    if readahead and not 4096 <= readahead <= 2**20:
-        raise TierlabError(f"--readahead {readahead}: 4 KiB .. 1 MiB, or kernel")
+    index, workload = _path(spec, "index", "path"), _path(spec, "workload", "file")
+    out = Path(out if out is not None else spec["out"])
     manifest = read_manifest(index)
     queries = read_queries(workload)
     meta = _workload_meta(workload, queries)
+    cache = spec.cache_size(postings_bytes(index))
     if results is not None and Path(results).is_dir():
         raise TierlabError(f"--results {results}: is a directory")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise TierlabError(f"--out {out}: cannot create ({e.strerror})") from None
+        raise TierlabError(f"out: cannot create {out} ({e.strerror})") from None
     raw = out / f".raw-{uuid.uuid4().hex[:12]}"
+    cmd = command(spec, index, workload, raw, cache, hits=results is not None)
+    dev_spec = _device(spec["device"])[1]
     raw.mkdir()
 
-    cmd = [str(_binary()), "apcache", str(index), str(workload), str(raw), "--config", config,
-           "--policy", policy, "--cores", str(cores), "--k", str(k),
-           "--sample-ms", str(sample_ms), "--cache-bytes", str(cache_size),
-           "--segment-bytes", str(segment_size), "--readahead-bytes", str(readahead),
-           "--dram-budget-bytes", str(dram_budget if hybrid else 0), "--slow-tier", slow,
-           *dev_args]
-    if la != "none":
-        cmd += ["--lookahead", la]
-    if place_dict:
-        cmd += ["--place-dict", place_dict]
-    if place_skip:
-        cmd += ["--place-skip", place_skip]
-    if not memory_limit:
-        cmd.append("--no-memory-limit")
-    if results is not None:
-        cmd.append("--hits")
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     interrupted = False
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -317,17 +264,15 @@ def run(index, workload, out, *, config: str = "hybrid-prefetch", cache_size: in
         why = msg[-1].removeprefix("tierlab-kernels apcache: ") if msg else f"exit status {rc}"
         if rc < 0:
             why = f"the runtime was killed by signal {-rc}" + (f" ({why})" if msg else "")
-            if rc == -signal.SIGKILL and memory_limit and device == "real":
+            if rc == -signal.SIGKILL and spec["memory_limit"] and spec["device"] == specs.REAL:
                 why += ("; in its memory cgroup the kernel may have killed it for lack of "
-                        "memory: try a larger cache or --no-memory-limit")
+                        "memory: try a larger cache or memory_limit false")
         raise TierlabError(f"apcache run failed: {why}"
                            + (f"; removed what it left: {', '.join(left)}" if left else ""))
     try:
-        row = _tables(raw, out, index=index, workload=workload, manifest=manifest, meta=meta,
-                      dev_name=dev_name, dev_spec=dev_spec, started=started, machine=machine(),
-                      results=results, extra={"k": k, "readahead_bytes": readahead,
-                                              "sample_ms": sample_ms, "place_dict": place_dict,
-                                              "place_skip": place_skip})
+        row = _tables(raw, out, spec=spec, cache=cache, index=index, workload=workload,
+                      manifest=manifest, meta=meta, dev_spec=dev_spec, started=started,
+                      machine=machine(), results=results)
     finally:
         shutil.rmtree(raw, ignore_errors=True)
     if interrupted:
@@ -339,8 +284,8 @@ def _read_tsv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, sep="\t")
 
 
-def _tables(raw: Path, out: Path, *, index, workload, manifest, meta, dev_name, dev_spec,
-            started, machine, results, extra) -> dict:
+def _tables(raw: Path, out: Path, *, spec, cache, index, workload, manifest, meta, dev_spec,
+            started, machine, results) -> dict:
     from tierlab.traces.schema import write_table
 
     s = json.loads((raw / "summary.json").read_text())
@@ -350,38 +295,37 @@ def _tables(raw: Path, out: Path, *, index, workload, manifest, meta, dev_name, 
     wall = int(s["wall_ns"])
     ph, pm = int(s["page_cache_hits"]), int(s["page_cache_misses"])
     sh, sm = int(s["segment_cache_hits"]), int(s["segment_cache_misses"])
-    hybrid = s["config"].startswith("hybrid")
-    device = dev_name if s["device_mode"] == "emulated" else f"real:{s['block_device'] or 'unknown'}"
+    columns = runspec.run_columns(spec, cache)
+    # what the runtime reports beyond the columns: its own echo of the
+    # parameters is left out (the spec is recorded whole)
     params = {key: s[key] for key in s if key not in (
         "format", "format_version", "config", "policy", "cores", "lookahead", "device_mode",
-        "slow_tier", "cache_bytes", "segment_bytes", "dram_budget_bytes", "memory_limit_enforced",
+        "cache_bytes", "segment_bytes", "dram_budget_bytes", "memory_limit_enforced",
         "queries", "wall_ns", "page_cache_hits", "page_cache_misses", "segment_cache_hits",
         "segment_cache_misses", "storage_reads", "storage_bytes_read", "worker_stall_ns",
         "query_wait_ns", "lookahead_mean", "peak_dram_bytes", "peak_slow_tier_bytes",
-        "device_utilisation", "index_bytes")}
+        "device_utilisation", "index_bytes") and not key.startswith("device_read")}
     params["partial"] = bool(s["partial"])
     params["device_spec"] = dev_spec
     params["codec"] = manifest.get("codec")
     params["block_size"] = manifest.get("block_size")
     params["build_id"] = manifest.get("build_id")
-    params.update(extra)
+    params["spec"] = spec.as_dict()
     row = {
         "run_id": run_id, "source": "measured", "started_at": started,
-        "tierlab_version": __version__, "config": s["config"], "policy": s["policy"],
-        "device": device, "device_mode": s["device_mode"], "slow_tier": s["slow_tier"],
+        "tierlab_version": __version__, **columns, "device_mode": s["device_mode"],
         "index_path": str(index), "index_bytes": int(s["index_bytes"]),
-        "workload": str(workload), **meta, "cores": int(s["cores"]), "queries": int(s["queries"]),
-        "cache_bytes": int(s["cache_bytes"]), "segment_bytes": int(s["segment_bytes"]),
-        "lookahead": s["lookahead"], "dram_budget_bytes": int(s["dram_budget_bytes"]),
+        "workload": str(workload), **meta, "queries": int(s["queries"]),
         "memory_limit_enforced": s["memory_limit_enforced"], "wall_ns": wall,
         "qps": int(s["queries"]) / (wall / 1e9) if wall else math.nan,
         **_percentiles(q["latency_ns"].to_numpy(dtype=np.float64)),
         "page_cache_hits": ph, "page_cache_misses": pm, "page_cache_miss_rate": _rate(pm, ph),
         "segment_cache_hits": sh, "segment_cache_misses": sm,
-        "segment_cache_miss_rate": _rate(sm, sh) if hybrid else math.nan,
+        "segment_cache_miss_rate": _rate(sm, sh) if spec.hybrid else math.nan,
         "storage_reads": int(s["storage_reads"]), "storage_bytes_read": int(s["storage_bytes_read"]),
         "worker_stall_ns": int(s["worker_stall_ns"]), "query_wait_ns": int(s["query_wait_ns"]),
-        "lookahead_mean": float(s["lookahead_mean"]) if s["lookahead"] != "none" else math.nan,
+        "lookahead_mean": (float(s["lookahead_mean"]) if columns["lookahead"] != "none"
+                           else math.nan),
         "peak_dram_bytes": int(s["peak_dram_bytes"]),
         "peak_slow_tier_bytes": int(s["peak_slow_tier_bytes"]),
         "device_utilisation": float(s["device_utilisation"]),

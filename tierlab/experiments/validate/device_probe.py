@@ -17,7 +17,7 @@ import yaml
 
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.validate.grid import REAL, Grid, Row, cache_bytes
-from tierlab.experiments.validate.inputs import _index_bytes
+from tierlab.engine.index import postings_bytes
 
 
 def _aligned(n: int) -> mmap.mmap:
@@ -309,7 +309,7 @@ def prepare_real(grid: Grid, index: Path, log=print) -> RealDevice | None:
     rows = [r for r in grid.rows if r.values["device"] == REAL]
     if not rows:
         return None
-    ib = _index_bytes(index)
+    ib = postings_bytes(index)
     caps = sorted({real_page_cap(r, cache_bytes(r, ib)) for r in rows})
     path = real_spec_path(grid.out)
     probe_file = grid.out / "devices" / "real-probe.json"

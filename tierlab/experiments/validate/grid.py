@@ -12,6 +12,7 @@ from pathlib import Path
 
 
 from tierlab.core import values
+from tierlab.core import runspec
 from tierlab.core.errors import TierlabError
 from tierlab.core.specs import REAL
 
@@ -23,10 +24,11 @@ WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed")
 GENERATE_KEYS = ("size", "codec", "seed")
 ROW_KEYS = ("config", "cache_bytes", "cache_fraction", "device", "cores", "segment_bytes",
             "lookahead", "dram_budget_bytes", "policy", "readahead_bytes", "k")
+# the grid's own defaults; a run spec key not listed here has the run spec's
+# (tierlab.core.runspec), and `lookahead: default` is the configuration's own
 DEFAULTS = {"config": ["base", "base-prefetch", "hybrid", "hybrid-prefetch"],
-            "device": "nvme-p4800x", "cores": 1, "segment_bytes": 32 * 1024,
-            "lookahead": "default", "dram_budget_bytes": 50_000_000, "policy": "lru",
-            "readahead_bytes": 128 * 1024, "k": 1024, "costs": "measure", "cpu": "measured",
+            "lookahead": "default", "cache_bytes": None, "cache_fraction": None,
+            "costs": "measure", "cpu": "measured",
             "repeats": 3, "min_runs": 2, "out": "validate-out"}
 REPEAT_BELOW_S = 1.0  # runtime runs shorter than this are repeated (see Noise)
 SPREAD_RERUN = 0.2    # ... and run SPREAD_EXTRA more times when their QPS lie further apart
@@ -38,8 +40,6 @@ LATE_RETRIES = 2      # does not count and runs again, at most this many more ti
 # during the run's first queries (a ~1 ms stall there can tip base-prefetch
 # at a small cache into its thrashing state; 2 of 6 runs did without it)
 SETTLE_S = 0.3
-RUNTIME_SLOW_TIER = "dram"         # tierlab.runtime.apcache's default segment-cache tier
-MODEL_SLOW_TIER = "ddr4-2666"      # ... which the model reads as this memory spec
 # columns collect() adds to the cache_run rows (not of the result schema)
 LABELS = ("row_id", "cell", "device_label", "workload_type", "workload_class", "workload_rp",
           "grid_cache_bytes")
@@ -168,59 +168,34 @@ def _workloads(w) -> list[dict]:
     return out
 
 
-def _device(v) -> str:
-    from tierlab.core import specs
-
-    if v == REAL:
-        return v
-    if not isinstance(v, str):
-        raise TierlabError(f"grid: device: a spec name of sim-configs/devices or 'real', got {v!r}")
-    try:
-        specs.load(v, kind="storage")
-    except TierlabError as e:
-        raise TierlabError(f"grid: device: {e}") from None
-    return v
-
-
 def _row_values(r: dict) -> dict | None:
-    """Check one combination; None when it is not a row (adaptive lookahead
-    for base-prefetch). Rows that repeat another are dropped by the caller."""
-    from tierlab.runtime import apcache
-
+    """Check one combination as a run spec (tierlab.core.runspec; an error
+    names the key); None when it is not a row (adaptive lookahead for
+    base-prefetch). Rows that repeat another are dropped by the caller:
+    parameters a configuration does not use are set to None here."""
     v = dict(r)
-    if v["config"] not in apcache.configs():
-        raise TierlabError(f"grid: config: unknown configuration '{v['config']}'; known: "
-                           f"{', '.join(apcache.configs())}")
-    if v["policy"] not in apcache.policies():
-        raise TierlabError(f"grid: policy: unknown policy '{v['policy']}'; known: "
-                           f"{', '.join(apcache.policies())}")
-    v["device"] = _device(v["device"])
-    from tierlab.model.config import check_run_sizes
-
-    check_run_sizes(v, "grid: ")
-    if v["cache_bytes"] is not None:
-        v["cache_bytes"] = _size("cache_bytes", v["cache_bytes"])
-    else:
-        f = v["cache_fraction"]
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f:
-            raise TierlabError(f"grid: cache_fraction: a share of the index's DID + freq bytes "
-                               f"> 0, got {f!r}")
-        v["cache_fraction"] = float(f)
-    la = v["lookahead"]
-    cfg = v["config"]
+    cfg, la = v["config"], v["lookahead"]
+    if la == "default":
+        la = None
     if cfg in ("base", "hybrid"):
-        if not (la in ("default", None, "none", "adaptive") or _is_la(la)):
+        if not (la in (None, "none", "adaptive") or _is_la(la)):
             _bad_la(la)
-        v["lookahead"] = None  # no lookahead: one row whatever the list holds
-    elif la in ("default", None):
-        v["lookahead"] = None
-    elif la == "adaptive":
-        if cfg != "hybrid-prefetch":
-            return None  # base-prefetch has no adaptive lookahead: not a row
-    elif _is_la(la):
-        v["lookahead"] = int(la)
-    else:
+        la = None  # no lookahead: one row whatever the list holds
+    elif la == "adaptive" and cfg != "hybrid-prefetch":
+        return None  # base-prefetch has no adaptive lookahead: not a row
+    elif la is not None and la != "adaptive" and not _is_la(la):
         _bad_la(la)
+    v["lookahead"] = la
+    doc = {k: x for k, x in v.items() if x is not None}
+    try:
+        spec = runspec.validate(doc, "grid")
+    except TierlabError as e:
+        raise TierlabError(f"grid: {e}") from None
+    for k in ("segment_bytes", "dram_budget_bytes", "readahead_bytes", "cache_bytes"):
+        if v[k] is not None:
+            v[k] = spec[k]
+    if v["cache_fraction"] is not None:
+        v["cache_fraction"] = float(v["cache_fraction"])
     if not cfg.startswith("hybrid"):  # unused parameters: one row, not one per value
         v["segment_bytes"] = None
         v["dram_budget_bytes"] = None
@@ -269,7 +244,8 @@ def parse(doc, where: str = "grid") -> Grid:
                            f"formula), got {cpu!r}")
     repeats = _int("repeats", doc.get("repeats", DEFAULTS["repeats"]))
     min_runs = _int("min_runs", doc.get("min_runs", DEFAULTS["min_runs"]))
-    vals = {k: _listed(k, doc.get(k, DEFAULTS.get(k))) for k in ROW_KEYS}
+    spec_defaults = runspec.defaults()
+    vals = {k: _listed(k, doc.get(k, DEFAULTS.get(k, spec_defaults[k]))) for k in ROW_KEYS}
     rows, seen = [], set()
     for combo in itertools.product(*vals.values(), range(len(wls))):
         r = _row_values(dict(zip(ROW_KEYS, combo[:-1])))

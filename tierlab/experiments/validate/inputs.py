@@ -12,11 +12,6 @@ from tierlab.core.errors import TierlabError
 from tierlab.experiments.validate.grid import Grid, workload_name
 
 
-def _index_bytes(index: Path) -> int:
-    """DID + freq bytes without the two file headers (the runtime's index_bytes)."""
-    return sum((index / f).stat().st_size for f in ("dids.bin", "freqs.bin")) - 2 * 128
-
-
 def prepare_index(grid: Grid, log=print) -> Path:
     """The index folder: the given one, or generated once into OUT/index."""
     from tierlab.engine import corpus as corpus_mod

@@ -16,51 +16,50 @@ from pathlib import Path
 
 import yaml
 
+from tierlab.core import runspec
 from tierlab.core.errors import TierlabError
+from tierlab.engine.index import postings_bytes
 from tierlab.experiments.validate.device_probe import (
     RealDevice, _scratch_file, prepare_real, real_page_cap, runtime_line, runtime_pair,
     write_device_spec)
 from tierlab.experiments.validate.grid import (
-    LATE_RETRIES, LATE_SHARE, MODEL_SLOW_TIER, REAL, REPEAT_BELOW_S, RUNTIME_SLOW_TIER,
+    LATE_RETRIES, LATE_SHARE, REAL, REPEAT_BELOW_S,
     SETTLE_S, SPREAD_EXTRA, SPREAD_RERUN, Grid, Row, cache_bytes, workload_name)
 from tierlab.experiments.validate.inputs import (
-    _index_bytes, _median_latency, cpu_trace, prepare_costs, prepare_index, prepare_workloads)
+    _median_latency, cpu_trace, prepare_costs, prepare_index, prepare_workloads)
 
 
-def _runtime_args(row: Row, cache: int) -> dict:
+def run_doc(row: Row, cache: int, index: Path, workload: Path) -> dict:
+    """The run spec of a row (tierlab.core.runspec) that the runtime runs and
+    the model is given too: one document, so both run the same thing."""
     v = row.values
-    hybrid = v["config"].startswith("hybrid")
-    kw = {"config": v["config"], "cache_size": cache, "policy": v["policy"],
-          "cores": v["cores"], "k": v["k"], "readahead": v["readahead_bytes"],
-          "device": v["device"], "slow_tier": RUNTIME_SLOW_TIER, "lookahead": v["lookahead"]}
-    if hybrid:
-        kw["segment_size"] = v["segment_bytes"]
-        kw["dram_budget"] = v["dram_budget_bytes"]
-    return kw
+    doc = {"index": str(index), "workload": str(workload), "config": v["config"],
+           "policy": v["policy"], "device": v["device"], "cache_bytes": cache,
+           "readahead_bytes": v["readahead_bytes"], "cores": v["cores"], "k": v["k"],
+           "lookahead": v["lookahead"], "name": f"validate {row.id}"}
+    if v["config"].startswith("hybrid"):
+        doc["segment_bytes"] = v["segment_bytes"]
+        doc["dram_budget_bytes"] = v["dram_budget_bytes"]
+    return doc
 
 
 def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Path,
                real: RealDevice | None, trace: Path | None = None,
                page_cap: int | None = None, spin_ns: int | None = None) -> dict:
-    """The model's run configuration of a row. page_cap: the page-cache cap
-    the runtime ran with on the real device, when its cgroup floor raised the
+    """The model's run spec of a row: the row's run spec (run_doc) with what
+    only the model needs to time that run. page_cap: the page-cache cap the
+    runtime ran with on the real device, when its cgroup floor raised the
     grid's; spin_ns: how long its waiting threads spun before blocking (0
     unless it pinned them). Parameters of that run, not results."""
     v = row.values
     hybrid = v["config"].startswith("hybrid")
     is_real = v["device"] == REAL
-    # the runtime applies readahead_bytes on the real device too (not the disk's read_ahead_kb)
-    ra = v["readahead_bytes"]
-    doc = {"config": v["config"], "policy": v["policy"],
-           "device": str(real.spec(real_page_cap(row, cache))) if is_real else v["device"],
-           "slow_tier": MODEL_SLOW_TIER, "index": str(index),
-           "workload": ({"trace": str(trace), "cpu": "measured"} if trace is not None
-                        else {"file": str(workload)}),
-           "cache_bytes": cache, "readahead_bytes": ra, "cores": v["cores"],
-           "k": v["k"], "passes": 1, "costs": str(costs_path), "name": f"validate {row.id}"}
-    if hybrid:
-        doc["segment_bytes"] = v["segment_bytes"]
-        doc["dram_budget_bytes"] = v["dram_budget_bytes"]
+    doc = run_doc(row, cache, index, workload)
+    doc.update({"passes": 1, "costs": str(costs_path)})
+    if trace is not None:
+        doc["workload"] = {"trace": str(trace), "cpu": "measured"}
+    if is_real:  # the disk as the runtime's reads saw it (device_probe.py)
+        doc["device"] = str(real.spec(real_page_cap(row, cache)))
     if is_real and page_cap:
         doc["dram_budget_bytes" if hybrid else "cache_bytes"] = page_cap
     if spin_ns is not None:
@@ -76,8 +75,6 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
         doc["page_miss_ns"] = "table"
     if v["config"].endswith("prefetch"):  # which steady state a run settles in is chance
         doc["check_bistable"] = True
-    if v["lookahead"] is not None:
-        doc["lookahead"] = v["lookahead"]
     return doc
 
 
@@ -133,7 +130,8 @@ def _measure(row: Row, index: Path, workload: Path, tmp: Path, cache: int, repea
                 cpu_trace(index, workload, row.values["k"], before)
                 gc.collect()
                 time.sleep(SETTLE_S)
-            apcache.run(index, workload, rdir, progress=progress, **_runtime_args(row, cache))
+            apcache.run(runspec.validate(run_doc(row, cache, index, workload)), rdir,
+                        progress=progress)
             if probed is not None:
                 probed["after"] = device_probe()
                 (rdir / "device-probe.json").write_text(json.dumps(probed, indent=1) + "\n")
@@ -497,7 +495,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> Collected | None:
         if probe["host_caching_suspected"]:
             notes.append("real device: 4 KiB reads at about memory speed; the host caches the "
                          "disk, so the real device cannot be modelled as a disk honestly")
-    ib = _index_bytes(index)
+    ib = postings_bytes(index)
     load0 = os.getloadavg()
     t_start = time.time()
     todo = [r for r in grid.rows if not is_done(grid.out, r)]
