@@ -51,7 +51,8 @@ def _hits(path: Path) -> pd.DataFrame:
 
 
 def _run(d: Path, out: Path, *extra: str) -> int:
-    return main(["apcache", "run", str(d / "idx"), str(d / "w.queries"), "--out", str(out),
+    return main(["apcache", "run", "--index", str(d / "idx"), "--workload", str(d / "w.queries"),
+                 "--out", str(out),
                  "--k", "100", "--results", str(out / "hits.tsv"), "--quiet", *extra])
 
 
@@ -80,9 +81,9 @@ def test_every_config_emulated(setup, tmp_path, config):
     out = tmp_path / config
     # small caches: evictions; 2 cores: two shards share the emulated device
     size = "96KiB" if config.startswith("base") else "256KiB"
-    assert _run(d, out, "--config", config, "--cache-size", size, "--segment-size", "8KiB",
-                "--dram-budget", "128KiB", "--device", "nvme-p4800x", "--cores", "2",
-                "--slow-tier", f"pm:{tmp_path}") == 0
+    assert _run(d, out, "--config", config, "--cache-bytes", size, "--segment-bytes", "8KiB",
+                "--dram-budget-bytes", "128KiB", "--device", "nvme-p4800x", "--cores", "2",
+                "--slow-tier-placement", f"pm:{tmp_path}") == 0
     pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
     t = _tables(out)
     run = t["cache_run"].iloc[0]
@@ -122,11 +123,12 @@ def test_every_config_emulated(setup, tmp_path, config):
 def test_real_device(setup, tmp_path, config):
     d = setup
     out = tmp_path / "real"
-    assert _run(d, out, "--config", config, "--cache-size", "256KiB", "--segment-size", "8KiB",
-                "--dram-budget", "4MB", "--cores", "2") == 0
+    assert _run(d, out, "--config", config, "--cache-bytes", "256KiB", "--segment-bytes", "8KiB",
+                "--dram-budget-bytes", "4MB", "--cores", "2", "--device", "real") == 0
     pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
     run = _tables(out)["cache_run"].iloc[0]
-    assert run["device_mode"] == "real" and run["device"].startswith("real:")
+    assert run["device_mode"] == "real" and run["device"] == "real"
+    assert "block_device" in json.loads(run["params"])
     how = run["memory_limit_enforced"]
     assert how.startswith("cgroup v") or how.startswith("no: "), how
     assert run["page_cache_misses"] > 0  # dropped before the run
@@ -138,20 +140,20 @@ def test_real_device(setup, tmp_path, config):
 
 
 @pytest.mark.parametrize("readahead,who", [("64KiB", "the runtime's: 64 KiB"),
-                                            ("kernel", "the kernel's")])
+                                            ("0", "the kernel's")])
 def test_real_device_readahead(setup, tmp_path, readahead, who):
     """The run's readahead decides what a real-device miss reads (the kernel's
     read-around off), unless it is left to the kernel."""
     d = setup
     out = tmp_path / "ra"
-    assert _run(d, out, "--config", "base", "--cache-size", "256KiB",
-                "--readahead", readahead) == 0
+    assert _run(d, out, "--config", "base", "--cache-bytes", "256KiB", "--device", "real",
+                "--readahead-bytes", readahead) == 0
     pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
     run = _tables(out)["cache_run"].iloc[0]
     params = json.loads(run["params"])
     assert params["readahead"].startswith(who), params["readahead"]
-    assert params["readahead_bytes"] == (0 if readahead == "kernel" else 64 << 10)
-    if readahead != "kernel" and run["memory_limit_enforced"].startswith("cgroup"):
+    assert params["readahead_bytes"] == (0 if readahead == "0" else 64 << 10)
+    if readahead != "0" and run["memory_limit_enforced"].startswith("cgroup"):
         # the grid's cap stands (no floor raise at 256 KiB with the runtime's readahead)
         assert run["dram_budget_bytes"] == 256 << 10, run["memory_limit_enforced"]
 
@@ -160,7 +162,7 @@ def test_fixed_lookahead_and_policy(setup, tmp_path):
     d = setup
     out = tmp_path / "fixed"
     assert _run(d, out, "--config", "hybrid-prefetch", "--lookahead", "64", "--policy", "fifo",
-                "--cache-size", "128KiB", "--segment-size", "4KiB", "--device", "nvme-p4800x") == 0
+                "--cache-bytes", "128KiB", "--segment-bytes", "4KiB", "--device", "nvme-p4800x") == 0
     pd.testing.assert_frame_equal(_hits(out / "hits.tsv"), _hits(d / "ref.tsv"))
     run = _tables(out)["cache_run"].iloc[0]
     assert run["lookahead"] == "64" and run["policy"] == "fifo"
@@ -168,35 +170,38 @@ def test_fixed_lookahead_and_policy(setup, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--config", "hybird"], "unknown configuration 'hybird'"),
-    (["--policy", "mru"], "unknown policy 'mru'"),
+    (["--config", "hybird"], "config: unknown name 'hybird'"),
+    (["--policy", "mru"], "policy: unknown name 'mru'"),
     (["--config", "base", "--lookahead", "4"], "only base-prefetch and hybrid-prefetch"),
-    (["--config", "base-prefetch", "--lookahead", "adaptive"], "only hybrid-prefetch"),
-    (["--segment-size", "100"], "multiple of 8"),
-    (["--cache-size", "1KiB"], "less than one"),
+    (["--config", "base-prefetch", "--lookahead", "adaptive"], "hybrid-prefetch's"),
+    (["--segment-bytes", "100"], "multiple of 8"),
+    (["--cache-bytes", "1KiB"], "less than one"),
     (["--device", "floppy"], "unknown device or tier spec 'floppy'"),
     (["--device", "ddr4-2666"], "a storage spec is needed"),
-    (["--slow-tier", "pm:/nonexistent/dir"], "needs an existing directory"),
-    (["--slow-tier", "optane"], "one of dram, pm:PATH, numa:N"),
-    (["--readahead", "kernel", "--device", "nvme-p4800x"], "only on the real device"),
-    (["--readahead", "2MiB"], "4 KiB .. 1 MiB, or kernel"),
+    (["--slow-tier-placement", "pm:/nonexistent/dir"], "needs an existing directory"),
+    (["--slow-tier-placement", "optane"], "one of dram, pm:PATH, numa:N"),
+    (["--slow-tier", "optane-dcpmm-g1"], "slow_tier_placement"),
+    (["--readahead-bytes", "0", "--device", "nvme-p4800x"], "for the real device only"),
+    (["--readahead-bytes", "2MiB"], "4 KiB .. 1 MiB"),
+    (["--cache-bytes", "1MB", "--cache-fraction", "0.5"], "give one of them"),
+    (["--index", "reference"], "the runtime runs an index folder"),
 ])
 def test_errors_name_the_bad_value(setup, tmp_path, capsys, args, message):
     d = setup
-    rc = main(["apcache", "run", str(d / "idx"), str(d / "w.queries"), "--out",
-               str(tmp_path / "o"), "--quiet", *args])
+    rc = main(["apcache", "run", "--index", str(d / "idx"), "--workload", str(d / "w.queries"),
+               "--out", str(tmp_path / "o"), "--quiet", *args])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err, err
 
 
 def test_missing_index_and_workload(setup, tmp_path, capsys):
     d = setup
-    assert main(["apcache", "run", str(tmp_path / "nope"), str(d / "w.queries"), "--out",
-                 str(tmp_path / "o"), "--quiet"]) == 2
+    assert main(["apcache", "run", "--index", str(tmp_path / "nope"), "--workload",
+                 str(d / "w.queries"), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     assert "no such index directory" in capsys.readouterr().err
     (tmp_path / "bad.queries").write_text("Hello World\n")
-    assert main(["apcache", "run", str(d / "idx"), str(tmp_path / "bad.queries"), "--out",
-                 str(tmp_path / "o"), "--quiet"]) == 2
+    assert main(["apcache", "run", "--index", str(d / "idx"), "--workload",
+                 str(tmp_path / "bad.queries"), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     assert "is not a term" in capsys.readouterr().err
 
 
@@ -223,11 +228,11 @@ def _child_of(pid: int, name: str, timeout: float = 20.0) -> int:
 def test_ctrl_c_writes_partial_results_and_leaves_nothing(setup, tmp_path, target):
     d = setup
     out = tmp_path / "int"
-    cmd = [sys.executable, "-m", "tierlab", "apcache", "run", str(d / "idx"),
-           str(d / "w.queries"), "--out", str(out), "--config", "hybrid-prefetch",
-           "--cores", "2", "--device", "hdd-7200", "--cache-size", "256KiB", "--segment-size",
-           "8KiB", "--dram-budget", "64KiB", "--readahead", "4KiB", "--slow-tier",
-           f"pm:{tmp_path}", "--quiet"]
+    cmd = [sys.executable, "-m", "tierlab", "apcache", "run", "--index", str(d / "idx"),
+           "--workload", str(d / "w.queries"), "--out", str(out), "--config", "hybrid-prefetch",
+           "--cores", "2", "--device", "hdd-7200", "--cache-bytes", "256KiB", "--segment-bytes",
+           "8KiB", "--dram-budget-bytes", "64KiB", "--readahead-bytes", "4KiB",
+           "--slow-tier-placement", f"pm:{tmp_path}", "--quiet"]
     # SIGINT back to its default in the child: a test run started in the background by a
     # non-interactive shell inherits it ignored, and Python then never installs its handler
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -261,7 +266,7 @@ def test_emulated_reads_spin_whole_delays_only_when_every_thread_has_a_cpu(
     planned and whether the pread itself overran; waits are spun (not slept)
     up to 200 us only when no thread shares a CPU."""
     out = tmp_path / config
-    assert _run(setup, out, "--device", "nvme-p4800x", "--cache-size", "64KiB", "--config",
+    assert _run(setup, out, "--device", "nvme-p4800x", "--cache-bytes", "64KiB", "--config",
                 config, "--cores", str(cores)) == 0
     run = _tables(out)["cache_run"].iloc[0]
     p = json.loads(run["params"])

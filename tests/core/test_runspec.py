@@ -131,3 +131,10 @@ def test_one_spec_file_is_read_by_the_runtime_and_the_model(tmp_path):
     model = C.load(path)
     assert model.spec == spec
     assert runspec.run_columns(spec, 2**20) == runspec.run_columns(model.spec, 2**20)
+
+
+def test_the_key_table_in_the_docs_is_the_schema():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "run-spec.md").read_text()
+    assert runspec.markdown_table() in doc, "regenerate docs/run-spec.md's table"

@@ -1,5 +1,7 @@
 """sim-configs specs: every shipped spec loads, `extends` resolves, and bad
 specs get an error naming the file and the key."""
+import json
+
 import pytest
 
 from tierlab.core import specs
@@ -63,3 +65,32 @@ def test_extends_loop(tmp_path):
     _write(tmp_path, "kind: storage\nextends: " + str(tmp_path / "a.yaml") + "\n", "b.yaml")
     with pytest.raises(TierlabError, match="loops"):
         specs.load(str(tmp_path / "a.yaml"))
+
+
+def test_a_new_storage_device_is_one_yaml_file(tmp_path, monkeypatch):
+    """Adding a device touches one file: sim-configs/devices/<name>.yaml. The
+    registry, the run spec, the runtime's emulation and the model pick it up."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tierlab.core import registry, runspec
+    from tierlab.model import config as C
+
+    root = tmp_path / "sim-configs"
+    shutil.copytree(specs.specs_dir().parent, root)
+    (root / "devices" / "slow-ssd.yaml").write_text(
+        "name: slow-ssd\nkind: storage\nextends: nvme-p4800x\n"
+        "read_latency_ns: {value: 90000, source: 'assumption: a test device'}\n")
+    monkeypatch.setenv("TIERLAB_SIM_CONFIGS", str(root))
+    assert "slow-ssd" in registry.devices()
+    spec = runspec.validate({"device": "slow-ssd", "config": "base", "cache_bytes": "64KiB"})
+    listed = subprocess.run([sys.executable, "-m", "tierlab", "list", "devices"],
+                            capture_output=True, text=True, check=True).stdout
+    assert "slow-ssd" in listed and "90,000" in listed
+    small = {"documents": 2000, "postings": 100_000, "vocabulary": 5000, "index_bytes": 150_000}
+    costs = {t: {"query_ns": 1000, "block_ns": 300, "posting_ns": 5} for t in ("single", "and")}
+    res = C.run(C.validate({**spec.as_dict("model"), "index": small, "costs": costs,
+                            "workload": {"type": "single", "class": "H", "queries": 20}}))
+    assert res.run["device"] == "slow-ssd"
+    assert json.loads(res.run["params"])["device_spec"]["read_latency_ns"]["value"] == 90000

@@ -185,6 +185,20 @@ def run_columns(spec: RunSpec, cache_bytes: int) -> dict:
             "dram_budget_bytes": spec["dram_budget_bytes"] if hybrid else 0}
 
 
+def markdown_table() -> str:
+    """The keys as a Markdown table (docs/run-spec.md holds it; a test keeps
+    the two equal)."""
+    rows = ["| key | default | takes | read by | meaning |", "|---|---|---|---|---|"]
+    for k in keys():
+        p = info(k)
+        d = p.get("default")
+        shown = "" if d in (None, "") else yaml.safe_dump(
+            d, default_flow_style=True, sort_keys=False).strip().removesuffix("...").strip()
+        rows.append(f"| `{k}` | {f'`{shown}`' if shown else '-'} | {expected(k)} | "
+                    f"{', '.join(p['x-used-by'])} | {' '.join(p['description'].split())} |")
+    return "\n".join(rows) + "\n"
+
+
 def read(path: str | os.PathLike) -> dict:
     """The mapping of a run spec file (empty file: {})."""
     doc = values.read_yaml(path)
