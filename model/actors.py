@@ -36,7 +36,7 @@ class Signal:
     """A condition variable: `wait()` is an event that fires at the next
     `notify()`; waiters re-check their condition after it fires.
 
-    As in the runtime (kernels/src/apcache/runtime.c tl_spin_until), a waiter
+    As in the runtime (kernels/src/apcache/threads.c tl_spin_until), a waiter
     that may spin (`spins=True`: the query thread waiting for its prefetch,
     a worker waiting for the lookahead or for work) spends the first spin_ns
     of its wait spinning and only then blocks; a victim wait blocks at once.

@@ -2,17 +2,33 @@
  * public face is tierlab_apcache_run in tierlab.h; this header is shared by
  * the files of kernels/src/apcache/ and by the step-driven C tests.
  *
- * Files:
- *   device.c     the storage device layer (real, or emulated from a spec)
- *   pagecache.c  the emulated page cache (DRAM) of emulated-device runs
- *   slowtier.c   segment-cache memory on dram, pm:PATH or numa:N
+ * Files, in dependency order: each uses only the files above it (and the
+ * library outside this folder: index, query, cache, tiers).
+ *   device.c     clocks, sleeping, pinning; the storage device layer (real,
+ *                or emulated from a spec)
  *   cgroup.c     the DRAM limit of real-device runs
+ *   slowtier.c   segment-cache memory on dram, pm:PATH or numa:N
+ *   pagecache.c  the emulated page cache (DRAM) of emulated-device runs
+ *                (device.c)
  *   steps.c      the cache decisions of the query thread and the workers, as
  *                non-blocking steps (the threads and the tests call them)
  *   terms.c      reading a term: block sources for queries, term copies into
- *                segment chains, page counting
- *   runtime.c    shards, threads, the run, tierlab_apcache_run
+ *                segment chains, page counting (device.c, pagecache.c, steps.c)
+ *   probe.c      the calibration probes (device.c, cgroup.c, pagecache.c,
+ *                terms.c); nothing in this folder calls them
+ * The run (runtime.h), above all of these:
+ *   configs.c    the configuration registry (names, count, find)
+ *   workload.c   the parsed workload resolved through the dictionary
+ *   shard.c      a shard's index copy and files
+ *   threads.c    what a shard's threads share: gate, stop, wake, wait
+ *   query_thread.c            the query thread (every configuration)
+ *   config_base_prefetch.c    the worker of base-prefetch
+ *   config_hybrid.c           the copy worker of hybrid
+ *   config_hybrid_prefetch.c  the prefetch worker of hybrid-prefetch
+ *   sampler.c    the sampler thread and the /proc and /sys statistics
  *   report.c     the result files
+ *   runtime.c    setting the run up (params check, CPUs, memory limit),
+ *                starting and joining the threads, tierlab_apcache_run
  */
 #ifndef TL_APCACHE_H
 #define TL_APCACHE_H
@@ -303,7 +319,7 @@ int tl_read_term_chain(const tl_reader *rd, const tl_extent *x, uint8_t **segs,
                        uint64_t segment_bytes, int direct, tl_pstats *ps);
 /* 1 if the page cache still holds every page of the term (the emulated one,
  * or the kernel's by mincore), without touching them: the hybrid worker
- * copies a term only then (runtime.c, tl_hybrid_worker). */
+ * copies a term only then (config_hybrid.c, tl_hybrid_worker). */
 int tl_term_held(const tl_reader *rd, const tl_extent *x);
 /* Real device, before [off, off+len) of a mapped file is touched: counts its
  * pages but *last_page (mincore: resident = hit) and reads the missing ones

@@ -1,5 +1,6 @@
 /* runtime.h — the run and its shards (internal to kernels/src/apcache/:
- * runtime.c drives them, report.c writes them out). */
+ * runtime.c sets them up and drives them, the files declared at the end run
+ * them, report.c writes them out). */
 #ifndef TL_APCACHE_RUNTIME_H
 #define TL_APCACHE_RUNTIME_H
 
@@ -136,8 +137,54 @@ typedef struct tl_run {
 static inline int tl_is_hybrid_cfg(int c) {
     return c == TIERLAB_APCACHE_HYBRID || c == TIERLAB_APCACHE_HYBRID_PREFETCH;
 }
+#define tl_is_hybrid tl_is_hybrid_cfg
+static inline int tl_is_prefetch(int c) {
+    return c == TIERLAB_APCACHE_BASE_PREFETCH || c == TIERLAB_APCACHE_HYBRID_PREFETCH;
+}
+static inline int tl_stopping(tl_run *r) {
+    return atomic_load_explicit(&r->stop, memory_order_relaxed) ||
+           atomic_load_explicit(&r->failed, memory_order_relaxed);
+}
 
-int tl_report_write(tl_run *r, char *err, size_t errlen);
+/* ---- workload.c ------------------------------------------------------------- */
+int tl_workload_parse(tl_run *r, const struct tierlab_index *ix, char *err, size_t errlen);
+void tl_workload_free(tl_workload *w);
+
+/* ---- shard.c ---------------------------------------------------------------- */
+int tl_shard_copy(tl_run *r, tl_shard *s, char *err, size_t errlen);
+int tl_shard_open(tl_run *r, tl_shard *s, uint64_t *dev_addr, uint64_t *key, char *err,
+                  size_t errlen);
+void tl_shard_close(tl_shard *s);
+
+/* ---- threads.c: what a shard's threads share ---------------------------------- */
+/* Wake every waiting thread (stop, failure, end). */
+void tl_wake_all(tl_run *r);
+/* Record the shard's first failure and stop the run. */
+void tl_fail(tl_shard *s, int rc, const char *what);
+void tl_gate_wait(tl_run *r);
+void tl_gate_open(tl_run *r, uint32_t threads);
+int tl_spin_until(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t v);
+void tl_wake_worker(tl_shard *s);
+void tl_worker_block(tl_shard *s);
+void tl_worker_await(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t q);
+int64_t tl_worker_ahead(tl_shard *s, uint64_t q);
+int tl_wait_lookahead(tl_shard *s, uint64_t q);
+void tl_worker_published(tl_shard *s, _Atomic uint64_t *counter, uint64_t v);
+int tl_fill(tl_shard *s, uint64_t j, int direct, int count);
+
+/* ---- the threads: query_thread.c and one config_*.c per worker ---------------- */
+void *tl_query_thread(void *arg);
+void *tl_base_prefetch_worker(void *arg); /* config_base_prefetch.c */
+void *tl_hybrid_worker(void *arg);        /* config_hybrid.c */
+void *tl_prefetch_worker(void *arg);      /* config_hybrid_prefetch.c */
+
+/* ---- sampler.c -------------------------------------------------------------- */
+void *tl_sampler(void *arg);
+int tl_blk_stat(const char *dev, uint64_t *reads, uint64_t *ticks);
+uint64_t tl_slow_static_bytes(tl_run *r);
 uint64_t tl_proc_io_read_bytes(void);
+
+/* ---- report.c --------------------------------------------------------------- */
+int tl_report_write(tl_run *r, char *err, size_t errlen);
 
 #endif
