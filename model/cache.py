@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tierlab.core import registry
 from tierlab.core.errors import TierlabError
 from tierlab.core.native import ffi_lib
 
@@ -28,19 +29,13 @@ _STATS = ("hits", "misses", "hit_units", "miss_units", "evictions", "evicted_uni
           "used", "peak_used", "capacity", "keys")
 
 
-def _policies() -> tuple[str, ...]:
-    try:
-        ffi, lib = ffi_lib()
-    except TierlabError:
-        # Names for error messages and config validation before `make build`;
-        # Cache() itself needs the library and says so.
-        return ("lru", "fifo", "clock", "s3fifo", "belady")
-    return tuple(ffi.string(lib.tierlab_policy_name(i)).decode()
-                 for i in range(lib.TIERLAB_POLICIES))
-
-
-POLICIES: tuple[str, ...] = _policies()
-"""Policy names, in TIERLAB_POLICY_* order (the C registry)."""
+def __getattr__(name: str):
+    """POLICIES: the policy names of the C registry (kernels/src/cache/cache.c),
+    in table order; read when first used, so that importing this module needs
+    no built library (using it does: the "run `make build`" TierlabError)."""
+    if name == "POLICIES":
+        return registry.policies()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _u64(name: str, value, limit: int = NEVER) -> int:
@@ -64,17 +59,19 @@ class Cache:
     """
 
     def __init__(self, policy: str, nkeys: int, capacity: int):
-        if policy not in POLICIES:
-            raise TierlabError(f"unknown cache policy {policy!r}; known: {', '.join(POLICIES)}")
+        ffi, lib = ffi_lib()
+        index = lib.tierlab_policy_find(policy.encode()) if isinstance(policy, str) else -1
+        if index < 0:
+            known = ", ".join(registry.policies())
+            raise TierlabError(f"unknown cache policy {policy!r}; known: {known}")
         self.nkeys = _u64("nkeys", nkeys, 0xFFFFFFF0)
         self.capacity = _u64("capacity", capacity)
         if self.capacity == 0:
             raise TierlabError("cache capacity must be at least 1 unit, got 0")
         self.policy = policy
-        ffi, lib = ffi_lib()
         self._ffi, self._lib = ffi, lib
         out = ffi.new("tierlab_cache **")
-        rc = lib.tierlab_cache_new(POLICIES.index(policy), self.nkeys, self.capacity, out)
+        rc = lib.tierlab_cache_new(index, self.nkeys, self.capacity, out)
         if rc == lib.TIERLAB_ENOMEM:
             raise TierlabError(f"out of memory for a cache over {self.nkeys} keys")
         if rc != 0:

@@ -172,7 +172,8 @@ def _check_costs(c):
                            f"{{single: {{{', '.join(COST_KEYS)}}}, and: {{...}}}}; got {c!r}")
     for t in c:
         if t not in trace_mod.QTYPES:
-            raise TierlabError(f"costs: unknown query type '{t}'; known: single, and")
+            raise TierlabError(f"costs: unknown query type '{t}'; known: "
+                               f"{', '.join(trace_mod.QTYPES)}")
     for t in trace_mod.QTYPES:
         part = c.get(t)
         if not isinstance(part, dict):

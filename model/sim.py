@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from tierlab.core import runspec
+from tierlab.core import registry, runspec
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import actors
@@ -41,7 +41,6 @@ from tierlab.model.pagecache import PAGE, PageCache, PageMap
 from tierlab.model.tier import Tier
 from tierlab.model.trace import Trace, next_uses
 
-CONFIGS = ("base", "base-prefetch", "hybrid", "hybrid-prefetch")
 # Params' defaults are the run spec's (tierlab.core.runspec)
 DEFAULT_LOOKAHEAD = runspec.DEFAULT_LOOKAHEAD
 DEFAULT_SEGMENT = runspec.default("segment_bytes")
@@ -49,6 +48,16 @@ DEFAULT_DRAM_BUDGET = runspec.default("dram_budget_bytes")
 DEFAULT_READAHEAD = runspec.default("readahead_bytes")
 DEFAULT_SAMPLE_NS = runspec.default("sample_ns")
 DEFAULT_K = runspec.default("k")
+
+
+def __getattr__(name: str):
+    """CONFIGS: the configuration names of the C registry
+    (kernels/src/apcache/configs.c) in table order; a name's index is the
+    number actors.py switches on, as the runtime's threads do. Read when first
+    used: importing this module needs no built library."""
+    if name == "CONFIGS":
+        return registry.configs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -204,14 +213,15 @@ class Simulation:
                  tier_spec=None, *, log: list | None = None, cache_classes=None,
                  seed: int = 0, drawn_wake_ups: bool = False):
         p = params
-        if p.config not in CONFIGS:
+        configs = registry.configs()
+        if p.config not in configs:
             raise TierlabError(f"config: unknown configuration '{p.config}'; known: "
-                               f"{', '.join(CONFIGS)}")
+                               f"{', '.join(configs)}")
         if p.passes < 1:
             raise TierlabError(f"passes must be at least 1, got {p.passes}")
         self.params = p
         self.index = index
-        self.cfg = CONFIGS.index(p.config)
+        self.cfg = configs.index(p.config)
         self.cache_cls, self.lookahead_cls = cache_classes or _cache_classes()
         self.log = log
         self.base_trace = trace

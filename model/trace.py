@@ -29,11 +29,18 @@ from pathlib import Path
 
 import numpy as np
 
+from tierlab.core import registry
 from tierlab.core.errors import TierlabError
 
 from tierlab.model.indexmeta import IndexMeta
 
-QTYPES = ("single", "and")
+
+def __getattr__(name: str):
+    """QTYPES: the query-type names of the C registry (kernels/src/query/query.c),
+    at the index of their TIERLAB_QUERY_* number (a Trace's query_type)."""
+    if name == "QTYPES":
+        return registry.query_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -85,7 +92,7 @@ class Trace:
 
 def _qtype_name(qtype: np.ndarray) -> str:
     kinds = sorted(set(int(x) for x in qtype))
-    return QTYPES[kinds[0]] if len(kinds) == 1 else ("mixed" if kinds else "")
+    return registry.query_types()[kinds[0]] if len(kinds) == 1 else ("mixed" if kinds else "")
 
 
 def from_term_ids(meta: IndexMeta, queries: list, *, name: str, query_class: str = "",

@@ -429,9 +429,12 @@ int tierlab_index_placement(const tierlab_index *ix, int file, tierlab_placement
 
 /* The tier registry (kernels/src/tiers/tier.c is the single table): names as
  * users type them before any ':' ("storage", "dram", "pm", "numa"), and
- * whether the tier takes an argument ("pm:PATH", "numa:N"). */
+ * whether the tier takes an argument ("pm:PATH", "numa:N"). name and at:
+ * NULL out of range; find: the index of a name (without its ":..."), or -1. */
 size_t tierlab_tier_count(void);
-const char *tierlab_tier_at(size_t i, int *takes_arg); /* NULL out of range */
+const char *tierlab_tier_name(size_t i);
+const char *tierlab_tier_at(size_t i, int *takes_arg);
+int tierlab_tier_find(const char *name);
 
 /* Dictionary order access (export): the i-th term (0 <= i < terms) as a
  * pointer into the index (not NUL-terminated, valid until close), its length
@@ -501,6 +504,13 @@ int tierlab_file_resident(const char *path, uint64_t *resident, uint64_t *total)
 #define TIERLAB_QUERY_MAX_TERMS 16
 #define TIERLAB_K_DEFAULT 1024
 
+/* The query-type registry (kernels/src/query/query.c is the single table):
+ * the names users type, "single" and "and", at the index of their
+ * TIERLAB_QUERY_* number. name: NULL out of range; find: the number, or -1. */
+size_t tierlab_query_type_count(void);
+const char *tierlab_query_type_name(size_t i);
+int tierlab_query_type_find(const char *name);
+
 typedef struct tierlab_query_ctx tierlab_query_ctx;
 /* k >= 1: results kept per query. NULL on bad arguments or no memory. */
 tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k);
@@ -564,17 +574,19 @@ int tierlab_query_batch(tierlab_query_ctx *q, const char *text, const uint64_t *
  * cache); every key has a size in the cache's unit (segments, pages, bytes).
  * Not thread-safe: the runtime guards a cache with its own lock.
  * ========================================================================== */
-#define TIERLAB_POLICY_LRU 0    /* the reference: hit or insert -> front      */
-#define TIERLAB_POLICY_FIFO 1   /* insertion order; hits do not reorder        */
-#define TIERLAB_POLICY_CLOCK 2  /* FIFO with one reference bit (second chance) */
-#define TIERLAB_POLICY_S3FIFO 3 /* small FIFO 10 %, main FIFO, ghost FIFO      */
-#define TIERLAB_POLICY_BELADY 4 /* offline: evict the farthest next use        */
-#define TIERLAB_POLICIES 5
 /* next_use value of an access whose key is never accessed again. */
 #define TIERLAB_NEVER 0xFFFFFFFFFFFFFFFF
 
-/* "lru", "fifo", "clock", "s3fifo", "belady"; NULL out of range. */
-const char *tierlab_policy_name(int policy);
+/* The eviction-policy registry (kernels/src/cache/cache.c is the single
+ * table; one file per policy in kernels/src/cache/). A policy is named by
+ * what users type ("lru", "fifo", "clock", "s3-fifo", "belady", ... — the
+ * list is the table) and, in the calls below, by its index in the table:
+ * tierlab_cache_new(tierlab_policy_find("lru"), ...). name: NULL out of
+ * range; find: the index, or -1 for an unknown name (or NULL). The indices
+ * are positions in the table, not a stable numbering: keep names. */
+size_t tierlab_policy_count(void);
+const char *tierlab_policy_name(size_t i);
+int tierlab_policy_find(const char *name);
 
 typedef struct tierlab_cache tierlab_cache;
 
@@ -587,7 +599,8 @@ typedef struct tierlab_cache_stats {
     uint64_t keys;                   /* keys held now                         */
 } tierlab_cache_stats;
 
-/* A cache of `capacity` units over keys 0..nkeys-1. Returns 0,
+/* A cache of `capacity` units over keys 0..nkeys-1 under policy (an index
+ * of the registry above). Returns 0,
  * TIERLAB_EINVAL (unknown policy, capacity 0, nkeys > 0xFFFFFFF0) or
  * TIERLAB_ENOMEM. Memory: 16 bytes per key (BELADY: 32). Policy details
  * (S3-FIFO's queues, CLOCK's hand) are in kernels/src/cache/<policy>.c.
@@ -705,11 +718,6 @@ uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries
  * `tierlab-kernels apcache` (tierlab/runtime/apcache.py) and turns its files into
  * the cache_run / cache_query / cache_timeline tables.
  * ========================================================================== */
-#define TIERLAB_APCACHE_BASE 0
-#define TIERLAB_APCACHE_BASE_PREFETCH 1
-#define TIERLAB_APCACHE_HYBRID 2
-#define TIERLAB_APCACHE_HYBRID_PREFETCH 3
-#define TIERLAB_APCACHE_CONFIGS 4
 /* When every query thread and worker has a CPU of its own (the runtime pins
  * them: emulated devices with enough CPUs), a thread waiting for the other
  * thread of its shard spins up to this many ns before it blocks; the run's
@@ -719,12 +727,17 @@ uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries
 /* `lookahead` value: adaptive lookahead (hybrid-prefetch only). */
 #define TIERLAB_LOOKAHEAD_ADAPTIVE 0
 
-/* "base", "base-prefetch", "hybrid", "hybrid-prefetch"; NULL out of range. */
-const char *tierlab_apcache_config_name(int config);
+/* The configuration registry (kernels/src/apcache/configs.c is the single
+ * table): "base", "base-prefetch", "hybrid", "hybrid-prefetch", named in
+ * tierlab_apcache_params by their index. name: NULL out of range; find:
+ * the index, or -1 for an unknown name (or NULL). */
+size_t tierlab_apcache_config_count(void);
+const char *tierlab_apcache_config_name(size_t i);
+int tierlab_apcache_config_find(const char *name);
 
 typedef struct tierlab_apcache_params {
-    int config;          /* TIERLAB_APCACHE_*                                       */
-    int policy;          /* TIERLAB_POLICY_* of the segment cache (hybrid configs)  */
+    int config;          /* tierlab_apcache_config_find(name)                       */
+    int policy;          /* tierlab_policy_find(name): the segment cache's (hybrid) */
     uint32_t cores;      /* shards, each with a query thread and a worker; 1..1024   */
     uint32_t k;          /* results kept per query, >= 1                             */
     uint32_t lookahead;  /* prefetch configs: queries ahead (>= 1), or ADAPTIVE      */

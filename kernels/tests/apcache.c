@@ -260,7 +260,7 @@ static int fill_commit(tl_cache_state *cs, uint64_t term, uint64_t n) {
 static void test_example_1(void) {
     static uint8_t mem[8 * SEG];
     tl_cache_state cs;
-    CHECK(tl_cache_state_init(&cs, TIERLAB_POLICY_LRU, 3, 8, SEG, mem, 1, 16) == 0, "init");
+    CHECK(tl_cache_state_init(&cs, tierlab_policy_find("lru"), 3, 8, SEG, mem, 1, 16) == 0, "init");
     enum { T0, T1, T2 };
     CHECK(fill_commit(&cs, T0, 4) == TL_STEP_FILL, "worker caches t0");
     CHECK(tierlab_lookahead_rolling_sum(cs.la) == 4 && tierlab_lookahead_pending(cs.la) == 1,
@@ -291,7 +291,7 @@ static void test_example_1(void) {
 static void test_example_2(void) {
     static uint8_t mem[8 * SEG];
     tl_cache_state cs;
-    CHECK(tl_cache_state_init(&cs, TIERLAB_POLICY_LRU, 3, 8, SEG, mem, 1, 16) == 0, "init");
+    CHECK(tl_cache_state_init(&cs, tierlab_policy_find("lru"), 3, 8, SEG, mem, 1, 16) == 0, "init");
     enum { T0, T1, T2 };
     CHECK(fill_commit(&cs, T0, 3) == TL_STEP_FILL, "worker caches t0 (3)");
     CHECK(fill_commit(&cs, T1, 5) == TL_STEP_FILL, "worker caches t1 (5): cache full");
@@ -325,7 +325,7 @@ static void test_example_2(void) {
 static void test_pin_guard(void) {
     static uint8_t mem[8 * SEG];
     tl_cache_state cs;
-    CHECK(tl_cache_state_init(&cs, TIERLAB_POLICY_LRU, 3, 8, SEG, mem, 0, 16) == 0, "init");
+    CHECK(tl_cache_state_init(&cs, tierlab_policy_find("lru"), 3, 8, SEG, mem, 0, 16) == 0, "init");
     CHECK(fill_commit(&cs, 0, 6) == TL_STEP_FILL, "t0");
     CHECK(tl_query_acquire(&cs, 0, 0, TIERLAB_NEVER), "t0 in use");
     CHECK(tl_prefetch_step(&cs, 1, 4, TIERLAB_NEVER) == TL_STEP_WAIT && cs.pinned_victim_waits == 1,
@@ -476,8 +476,8 @@ static int stop_cb(void *ctx, uint64_t done, uint64_t total) {
 static void run_config(int config, uint32_t lookahead, int cores, uint64_t cache, int emulated) {
     char out[400], err[TIERLAB_ERRMSG], what[160];
     snprintf(what, sizeof what, "%s la=%u cores=%d cache=%llu %s",
-             tierlab_apcache_config_name(config), lookahead, cores, (unsigned long long)cache,
-             emulated ? "emulated" : "real");
+             tierlab_apcache_config_name((size_t)config), lookahead, cores,
+             (unsigned long long)cache, emulated ? "emulated" : "real");
     snprintf(out, sizeof out, "%s/out-%d-%u-%d-%d", dir, config, lookahead, cores, emulated);
     mkdir(out, 0700);
     tierlab_apcache_params p;
@@ -509,17 +509,17 @@ static void run_config(int config, uint32_t lookahead, int cores, uint64_t cache
     CHECK(summary_num(out, "partial") == 0, "%s: partial", what);
     CHECK(summary_num(out, "storage_bytes_read") > 0 || !emulated, "%s: nothing read", what);
     CHECK(summary_num(out, "page_cache_misses") > 0, "%s: no page-cache miss on a cold run", what);
-    if (config >= TIERLAB_APCACHE_HYBRID) {
+    if (config >= TL_APCACHE_HYBRID) {
         CHECK(hits + misses == occ, "%s: hits %g + misses %g != occurrences %g", what, hits,
               misses, occ);
         /* hybrid's copies trail the query thread, so how many land before the
          * run ends is timing; the prefetcher's decisions are not */
-        if (config == TIERLAB_APCACHE_HYBRID_PREFETCH)
+        if (config == TL_APCACHE_HYBRID_PREFETCH)
             CHECK(summary_num(out, "evictions") > 0, "%s: the cache never evicted", what);
     } else {
         CHECK(hits == 0 && misses == 0, "%s: segment counts without a segment cache", what);
     }
-    if (config == TIERLAB_APCACHE_BASE_PREFETCH || config == TIERLAB_APCACHE_HYBRID_PREFETCH)
+    if (config == TL_APCACHE_BASE_PREFETCH || config == TL_APCACHE_HYBRID_PREFETCH)
         CHECK(summary_num(out, "lookahead_mean") >= 0, "%s: the prefetcher was behind", what);
     CHECK(count_strays() == 0, "%s: stray files left", what);
 }
@@ -538,13 +538,13 @@ int main(void) {
     build_index();
     int f0 = failures;
     uint64_t small = 48 * 4096; /* a fraction of the touched postings: evictions */
-    run_config(TIERLAB_APCACHE_BASE, 0, 1, small, 1);
-    run_config(TIERLAB_APCACHE_BASE_PREFETCH, 4, 2, small, 1);
-    run_config(TIERLAB_APCACHE_HYBRID, 0, 2, small, 1);
-    run_config(TIERLAB_APCACHE_HYBRID_PREFETCH, TIERLAB_LOOKAHEAD_ADAPTIVE, 2, small, 1);
-    run_config(TIERLAB_APCACHE_HYBRID_PREFETCH, 64, 1, small, 1); /* fixed LA, too large */
-    run_config(TIERLAB_APCACHE_BASE, 0, 1, small, 0);              /* real device */
-    run_config(TIERLAB_APCACHE_HYBRID, 0, 2, small, 0);
+    run_config(TL_APCACHE_BASE, 0, 1, small, 1);
+    run_config(TL_APCACHE_BASE_PREFETCH, 4, 2, small, 1);
+    run_config(TL_APCACHE_HYBRID, 0, 2, small, 1);
+    run_config(TL_APCACHE_HYBRID_PREFETCH, TIERLAB_LOOKAHEAD_ADAPTIVE, 2, small, 1);
+    run_config(TL_APCACHE_HYBRID_PREFETCH, 64, 1, small, 1); /* fixed LA, too large */
+    run_config(TL_APCACHE_BASE, 0, 1, small, 0);              /* real device */
+    run_config(TL_APCACHE_HYBRID, 0, 2, small, 0);
     printf("threaded runs: %d failed\n", failures - f0);
 
     /* cancel: stop after a few queries; partial results, nothing left behind */
@@ -553,7 +553,7 @@ int main(void) {
     mkdir(out, 0700);
     tierlab_apcache_params p;
     tierlab_apcache_params_default(&p);
-    p.config = TIERLAB_APCACHE_HYBRID_PREFETCH;
+    p.config = TL_APCACHE_HYBRID_PREFETCH;
     p.cores = 2;
     p.cache_bytes = small;
     p.segment_bytes = 4096;

@@ -41,6 +41,13 @@ static uint64_t rnd(void) { /* splitmix64 */
 }
 static uint64_t below(uint64_t n) { return rnd() % n; }
 
+/* A policy's index in the registry, by the name users type. */
+static int P(const char *name) {
+    int i = tierlab_policy_find(name);
+    CHECK(i >= 0, "policy %s is in the registry", name);
+    return i;
+}
+
 /* ---- 1. the worked examples ------------------------------------------------ */
 
 #define SEG 64
@@ -58,7 +65,7 @@ typedef struct harness {
 
 static void h_open(harness *h) {
     memset(h, 0, sizeof *h);
-    CHECK(tierlab_segcache_new(TIERLAB_POLICY_LRU, NT, 8, SEG, h->mem, &h->sc) == 0, "segcache");
+    CHECK(tierlab_segcache_new(P("lru"), NT, 8, SEG, h->mem, &h->sc) == 0, "segcache");
     h->pol = tierlab_segcache_policy(h->sc);
     CHECK(tierlab_lookahead_new(8, 16, &h->la) == 0, "lookahead");
 }
@@ -186,7 +193,7 @@ static void test_example_2(void) {
 static tierlab_cache *open_cache(int policy, uint64_t nkeys, uint64_t capacity) {
     tierlab_cache *c = NULL;
     CHECK(tierlab_cache_new(policy, nkeys, capacity, &c) == 0, "new %s",
-          tierlab_policy_name(policy));
+          tierlab_policy_name((size_t)policy));
     return c;
 }
 
@@ -207,19 +214,19 @@ static int holds(const tierlab_cache *c, const uint64_t *keys, size_t n) {
 static void test_lru_fifo_clock(void) {
     const uint64_t seq[] = {0, 1, 2, 0, 3};
     /* LRU: the hit on 0 saves it, 3 evicts 1. */
-    tierlab_cache *c = open_cache(TIERLAB_POLICY_LRU, 8, 3);
+    tierlab_cache *c = open_cache(P("lru"), 8, 3);
     CHECK(run(c, seq, 5) == 1u << 3, "LRU: only the repeat of 0 hits");
     CHECK(holds(c, (uint64_t[]){0, 2, 3}, 3) && !tierlab_cache_contains(c, 1), "LRU evicted 1");
     tierlab_cache_free(c);
     /* FIFO ignores the hit: 3 evicts 0, the oldest insert. */
-    c = open_cache(TIERLAB_POLICY_FIFO, 8, 3);
+    c = open_cache(P("fifo"), 8, 3);
     CHECK(run(c, seq, 5) == 1u << 3, "FIFO: the repeat hits");
     CHECK(holds(c, (uint64_t[]){1, 2, 3}, 3) && !tierlab_cache_contains(c, 0), "FIFO evicted 0");
     tierlab_cache_free(c);
     /* CLOCK: 0's reference bit gives it a second chance; 3 evicts 1; then 4
      * evicts 2 (0's bit was cleared when the hand passed it, 0 then went to
      * the front); then 5 evicts 0 (no bit left), 3 survives by a hit. */
-    c = open_cache(TIERLAB_POLICY_CLOCK, 8, 3);
+    c = open_cache(P("clock"), 8, 3);
     CHECK(run(c, seq, 5) == 1u << 3, "CLOCK: the repeat hits");
     CHECK(holds(c, (uint64_t[]){0, 2, 3}, 3), "CLOCK evicted 1, not 0");
     uint64_t v;
@@ -235,7 +242,7 @@ static void test_lru_fifo_clock(void) {
 
 static void test_s3fifo(void) {
     /* capacity 10 units: small FIFO 1 unit, main 9, ghost 9 */
-    tierlab_cache *c = open_cache(TIERLAB_POLICY_S3FIFO, 64, 10);
+    tierlab_cache *c = open_cache(P("s3-fifo"), 64, 10);
     for (uint64_t k = 0; k < 10; k++) tierlab_cache_access(c, k, 1, TIERLAB_NEVER);
     CHECK(tierlab_cache_access(c, 5, 1, TIERLAB_NEVER) == 1, "5 hit once while in small");
     /* New keys 10..14 evict the one-hit wonders 0..4 from small to the ghost. */
@@ -295,14 +302,14 @@ static void test_textbook(void) {
                 break;
             }
     }
-    const struct { int policy; int64_t faults; } want[] = {
-        {TIERLAB_POLICY_BELADY, 9}, {TIERLAB_POLICY_LRU, 12}, {TIERLAB_POLICY_FIFO, 15}};
+    const struct { const char *policy; int64_t faults; } want[] = {
+        {"belady", 9}, {"lru", 12}, {"fifo", 15}};
     for (size_t w = 0; w < 3; w++) {
-        tierlab_cache *c = open_cache(want[w].policy, 8, 3);
+        tierlab_cache *c = open_cache(P(want[w].policy), 8, 3);
         uint8_t hit[sizeof s / sizeof s[0]];
         int64_t hits = tierlab_cache_access_many(c, s, NULL, next, n, hit);
         CHECK((int64_t)n - hits == want[w].faults, "%s: %lld faults, want %lld",
-              tierlab_policy_name(want[w].policy), (long long)((int64_t)n - hits),
+              want[w].policy, (long long)((int64_t)n - hits),
               (long long)want[w].faults);
         tierlab_cache_free(c);
     }
@@ -357,7 +364,7 @@ static void test_lru_vs_reference(void) {
         const uint64_t nkeys = 40, cap = 5 + below(30);
         uint64_t size_of[40];
         for (uint64_t k = 0; k < nkeys; k++) size_of[k] = 1 + below(round % 2 ? 6 : 1);
-        tierlab_cache *c = open_cache(TIERLAB_POLICY_LRU, nkeys, cap);
+        tierlab_cache *c = open_cache(P("lru"), nkeys, cap);
         ref_lru r = {.cap = cap};
         int bad = 0;
         for (int step = 0; step < 3000 && !bad; step++) {
@@ -386,7 +393,7 @@ static void test_lru_vs_reference(void) {
 /* ---- 4. segment-cache chain integrity ------------------------------------------- */
 
 static void test_segcache_random(void) {
-    for (int policy = 0; policy < TIERLAB_POLICIES; policy++) {
+    for (int policy = 0; policy < (int)tierlab_policy_count(); policy++) {
         rng_state = 77 + (uint64_t)policy;
         const uint64_t nterms = 200, nseg = 64;
         uint64_t len[200];
@@ -426,7 +433,7 @@ static void test_segcache_random(void) {
                 }
             }
         }
-        CHECK(!bad, "%s: segment chains broken at step %d", tierlab_policy_name(policy), step);
+        CHECK(!bad, "%s: segment chains broken at step %d", tierlab_policy_name((size_t)policy), step);
         /* The miss path of access frees chains too (term 0 enters the
          * policy without a chain of its own). */
         tierlab_cache_remove(pol, 0);
@@ -434,13 +441,14 @@ static void test_segcache_random(void) {
         CHECK(tlc_segcache_check(s) == 0 && tierlab_cache_contains(pol, 0) == 1 &&
                   tierlab_segcache_slot(s, 0) == 0 && tierlab_segcache_free_segments(s) == nseg &&
                   tierlab_cache_free_units(pol) == 0,
-              "%s: access evicting everything returns every chain", tierlab_policy_name(policy));
+              "%s: access evicting everything returns every chain",
+              tierlab_policy_name((size_t)policy));
         tierlab_segcache_free(s);
     }
     /* next(): out of range is -1 */
     {
         tierlab_segcache *s = NULL;
-        CHECK(tierlab_segcache_new(TIERLAB_POLICY_LRU, 4, 4, 16, NULL, &s) == 0, "new");
+        CHECK(tierlab_segcache_new(P("lru"), 4, 4, 16, NULL, &s) == 0, "new");
         CHECK(tierlab_segcache_alloc(s, 1, 3) == 0, "alloc 3");
         CHECK(tierlab_segcache_next(s, 0) == 1 && tierlab_segcache_next(s, 1) == 2 &&
                   tierlab_segcache_next(s, 2) == -1,
@@ -458,7 +466,7 @@ static void test_segcache_random(void) {
     /* memory layout: segment i at memory + i * segment_bytes */
     static uint8_t mem[4 * 32];
     tierlab_segcache *s = NULL;
-    CHECK(tierlab_segcache_new(TIERLAB_POLICY_LRU, 2, 4, 32, mem, &s) == 0, "new");
+    CHECK(tierlab_segcache_new(P("lru"), 2, 4, 32, mem, &s) == 0, "new");
     CHECK(tierlab_segcache_segment_ptr(s, 3) == mem + 96 && !tierlab_segcache_segment_ptr(s, 4),
           "segment pointers");
     CHECK(tierlab_segcache_alloc(s, 1, 5) == -1 && tierlab_segcache_alloc(s, 2, 1) == -1 &&
@@ -471,12 +479,14 @@ static void test_segcache_random(void) {
 
 static void test_errors(void) {
     tierlab_cache *c = NULL;
-    CHECK(tierlab_cache_new(TIERLAB_POLICIES, 4, 4, &c) == TIERLAB_EINVAL && !c, "bad policy");
+    CHECK(tierlab_cache_new((int)tierlab_policy_count(), 4, 4, &c) == TIERLAB_EINVAL && !c,
+          "bad policy");
     CHECK(tierlab_cache_new(-1, 4, 4, &c) == TIERLAB_EINVAL, "negative policy");
-    CHECK(tierlab_cache_new(TIERLAB_POLICY_LRU, 4, 0, &c) == TIERLAB_EINVAL, "capacity 0");
-    CHECK(tierlab_policy_name(TIERLAB_POLICIES) == NULL && !strcmp(tierlab_policy_name(3), "s3fifo"),
+    CHECK(tierlab_cache_new(P("lru"), 4, 0, &c) == TIERLAB_EINVAL, "capacity 0");
+    CHECK(tierlab_policy_name(tierlab_policy_count()) == NULL && tierlab_policy_find("s3fifo") == -1 &&
+              !strcmp(tierlab_policy_name((size_t)P("s3-fifo")), "s3-fifo"),
           "names");
-    c = open_cache(TIERLAB_POLICY_LRU, 4, 4);
+    c = open_cache(P("lru"), 4, 4);
     CHECK(tierlab_cache_access(c, 4, 1, 0) == TIERLAB_EINVAL, "key >= nkeys");
     CHECK(tierlab_cache_access(c, 0, 0, 0) == TIERLAB_EINVAL, "size 0");
     CHECK(tierlab_cache_access(c, 0, 1ull << 32, 0) == TIERLAB_EINVAL, "size >= 2^32");
@@ -506,11 +516,12 @@ static void test_errors(void) {
           "may_evict at the edge");
     tierlab_lookahead_free(la);
     tierlab_segcache *s = NULL;
-    CHECK(tierlab_segcache_new(TIERLAB_POLICY_LRU, 4, 0, 32, NULL, &s) == TIERLAB_EINVAL,
+    CHECK(tierlab_segcache_new(P("lru"), 4, 0, 32, NULL, &s) == TIERLAB_EINVAL,
           "no segments");
-    CHECK(tierlab_segcache_new(TIERLAB_POLICY_LRU, 4, 1ull << 31, 32, NULL, &s) == TIERLAB_EINVAL,
+    CHECK(tierlab_segcache_new(P("lru"), 4, 1ull << 31, 32, NULL, &s) == TIERLAB_EINVAL,
           "more segments than 31 bits");
-    CHECK(tierlab_segcache_new(9, 4, 4, 32, NULL, &s) == TIERLAB_EINVAL, "bad policy");
+    CHECK(tierlab_segcache_new((int)tierlab_policy_count(), 4, 4, 32, NULL, &s) == TIERLAB_EINVAL,
+          "bad policy");
 }
 
 int main(void) {

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tierlab.runtime.apcache import configs
+from tierlab.core.registry import configs
 from tierlab.cli import main
 from tierlab.traces.schema import read_table
 

@@ -47,6 +47,8 @@ def test_list_codecs_prints_every_registry_codec_with_its_impl(registry):
 @pytest.mark.parametrize("what, header, registry", [
     ("policies", "policy", "policies"),
     ("configs", "config", "configs"),
+    ("placement-tiers", "placement_tier", "placement_tiers"),
+    ("query-types", "query_type", "query_types"),
 ])
 def test_list_prints_the_c_registry_in_order(what, header, registry):
     from tierlab.core import registry as registries

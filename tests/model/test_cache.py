@@ -122,7 +122,7 @@ def test_lru_matches_ordereddict_reference(trace, weighted, frac):
 def test_access_one_by_one_equals_access_many():
     keys = TRACES["zipf0.9"]()[:3000]
     size_of = key_sizes(2000, 8, 4)
-    a, b = Cache("s3fifo", 2000, 300), Cache("s3fifo", 2000, 300)
+    a, b = Cache("s3-fifo", 2000, 300), Cache("s3-fifo", 2000, 300)
     one = [a.access(int(k), int(size_of[k])) for k in keys]
     assert np.array_equal(np.array(one), b.access_many(keys, size_of[keys]))
     assert a.stats == b.stats
@@ -158,9 +158,9 @@ def test_s3fifo_keeps_a_hot_set_through_scans():
     keys = np.concatenate(parts)
     is_hot = keys < 50
     miss = {p: int((~Cache(p, nxt, 100).access_many(keys))[is_hot].sum())
-            for p in ("lru", "fifo", "s3fifo")}  # misses on hot keys only
-    assert miss["s3fifo"] < 0.2 * min(miss["lru"], miss["fifo"]), miss
-    c = Cache("s3fifo", nxt, 100)
+            for p in ("lru", "fifo", "s3-fifo")}  # misses on hot keys only
+    assert miss["s3-fifo"] < 0.2 * min(miss["lru"], miss["fifo"]), miss
+    c = Cache("s3-fifo", nxt, 100)
     c.access_many(keys)
     assert all(c.contains(int(k)) for k in hot), "the hot set survived the last scan"
 
@@ -319,7 +319,7 @@ def test_oracle_general_round_trip(tmp_path):
 def _libcachesim_miss_ratios(path, policy, capacity):
     lcs = pytest.importorskip("libcachesim")
     make = {"lru": lcs.LRU, "fifo": lcs.FIFO, "clock": lcs.Clock, "belady": lcs.Belady,
-            "s3fifo": lambda cap: lcs.S3FIFO(cap, move_to_main_threshold=1)}[policy]
+            "s3-fifo": lambda cap: lcs.S3FIFO(cap, move_to_main_threshold=1)}[policy]
     reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
     return make(capacity).process_trace(reader)  # (request, byte) miss ratios
 
@@ -346,6 +346,6 @@ def test_s3fifo_close_to_libcachesim(tmp_path):
     keys = TRACES["zipf0.9"]()
     path = write_oracle_general(tmp_path / "t.oracleGeneral", keys)
     for capacity in (50, 500):
-        ours = 1 - Cache("s3fifo", 2000, capacity).access_many(keys).mean()
-        theirs = _libcachesim_miss_ratios(path, "s3fifo", capacity)[0]
+        ours = 1 - Cache("s3-fifo", 2000, capacity).access_many(keys).mean()
+        theirs = _libcachesim_miss_ratios(path, "s3-fifo", capacity)[0]
         assert abs(ours - theirs) < 0.01, (capacity, ours, theirs)

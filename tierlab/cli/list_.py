@@ -1,7 +1,8 @@
-"""`tierlab list codecs|configs|tiers|devices|policies`: print a registry (the
-names users type), read from where it is kept: the codec, configuration and
-policy registries of the C kernels, and the specs of sim-configs/ (tierlab.core.specs)
-for tiers (memory specs) and devices (storage specs)."""
+"""`tierlab list codecs|configs|policies|placement-tiers|query-types|tiers|devices|keys`:
+print a registry (the names users type), read from where it is kept: the codec,
+configuration, policy, placement-tier and query-type registries of the C kernels
+(tierlab.core.registry), the specs of sim-configs/ (tierlab.core.specs) for tiers
+(memory specs) and devices (storage specs), and the run spec's keys."""
 from __future__ import annotations
 
 import os
@@ -39,6 +40,19 @@ def _policies() -> None:
     from tierlab.core import registry
 
     _table(["policy"], [[name] for name in registry.policies()])
+
+
+def _placement_tiers() -> None:
+    """Where a structure can be placed (`place_dict`, `slow_tier_placement`, ...)."""
+    from tierlab.core import registry
+
+    _table(["placement_tier"], [[name] for name in registry.placement_tiers()])
+
+
+def _query_types() -> None:
+    from tierlab.core import registry
+
+    _table(["query_type"], [[name] for name in registry.query_types()])
 
 
 def _specs(kind: str) -> list:
@@ -87,14 +101,16 @@ def _keys() -> None:
 
 
 REGISTRIES = {"codecs": _codecs, "configs": _configs, "tiers": _tiers, "devices": _devices,
-              "policies": _policies, "keys": _keys}
+              "policies": _policies, "placement-tiers": _placement_tiers,
+              "query-types": _query_types, "keys": _keys}
 
 
 def register(sub) -> None:
     p = sub.add_parser("list", help="print a registry: the names users type",
                        description="Print one of tierlab's registries: codecs, APCache "
                        "configurations, memory tiers and storage devices (the specs of "
-                       "sim-configs/, with their main numbers and file), cache policies.")
+                       "sim-configs/, with their main numbers and file), cache policies, "
+                       "placement tiers, query types, the run spec's keys.")
     p.add_argument("what", choices=list(REGISTRIES), help="which registry")
     p.set_defaults(func=run)
 

@@ -166,24 +166,29 @@ def codec(name: str) -> Codec:
     raise TierlabError(f"unknown codec '{name}'; known codecs: {names}")
 
 
+# The C registries (tierlab.h): each a count and a name function over the one
+# table that defines its names (codecs hand out descriptors: see below).
+_REGISTRIES = {
+    "configs": ("tierlab_apcache_config_count", "tierlab_apcache_config_name"),
+    "policies": ("tierlab_policy_count", "tierlab_policy_name"),
+    "tiers": ("tierlab_tier_count", "tierlab_tier_name"),
+    "query_types": ("tierlab_query_type_count", "tierlab_query_type_name"),
+}
+
+
+@lru_cache(maxsize=None)
 def registry_names(registry: str) -> tuple[str, ...]:
     """The names of one of the C registries (tierlab.core.registry): codecs,
     configs, policies, tiers (placement tiers) or query_types, in registry
-    order."""
+    order, read from the C table through its count and name functions."""
+    if registry != "codecs" and registry not in _REGISTRIES:
+        raise TierlabError(f"unknown registry '{registry}'; known: codecs, "
+                           f"{', '.join(_REGISTRIES)}")
     ffi, lib = ffi_lib()
     if registry == "codecs":
         return tuple(c.name for c in codecs())
-    count, name = {
-        "configs": (lambda: lib.TIERLAB_APCACHE_CONFIGS, lib.tierlab_apcache_config_name),
-        "policies": (lambda: lib.TIERLAB_POLICIES, lib.tierlab_policy_name),
-        "tiers": (lib.tierlab_tier_count, lambda i: lib.tierlab_tier_at(i, ffi.NULL)),
-        "query_types": (lambda: 2, lambda i: (b"single", b"and")[i]),
-    }[registry]
-    out = []
-    for i in range(count()):
-        p = name(i)
-        out.append(p.decode() if isinstance(p, bytes) else ffi.string(p).decode())
-    return tuple(out)
+    count, name = (getattr(lib, f) for f in _REGISTRIES[registry])
+    return tuple(ffi.string(name(i)).decode() for i in range(count()))
 
 
 def cpu_features() -> str:

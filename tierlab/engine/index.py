@@ -160,9 +160,6 @@ def tiers() -> list[str]:
     return out
 
 
-QUERY_TYPES = {"single": 0, "and": 1}
-
-
 class Index:
     """An open index, its four files placed as `placement` says:
     'dict=dram,skip=dram,did=storage,freq=storage', or one tier for all,

@@ -64,6 +64,16 @@
  * waits (HDD reads) still block. */
 #define TL_HANDOFF_SPIN_NS ((uint64_t)TIERLAB_APCACHE_HANDOFF_SPIN_NS)
 
+/* The configurations, as the numbers the threads switch on (the index of
+ * each in configs.c's table of names, which is the public registry). */
+enum {
+    TL_APCACHE_BASE = 0,
+    TL_APCACHE_BASE_PREFETCH = 1,
+    TL_APCACHE_HYBRID = 2,
+    TL_APCACHE_HYBRID_PREFETCH = 3,
+    TL_APCACHE_CONFIGS = 4
+};
+
 uint64_t tl_now_ns(void);
 /* Sleep until t_ns (CLOCK_MONOTONIC), to within about a microsecond. */
 void tl_sleep_until(uint64_t t_ns);

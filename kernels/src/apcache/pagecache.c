@@ -57,7 +57,7 @@ int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_b
     for (uint64_t i = 0; i < nkeys; i++) pc->frame_of[i] = TL_NOFRAME;
     for (uint64_t i = 0; i < frames; i++) pc->free_frames[i] = (uint32_t)(frames - 1 - i);
     pc->nfree = frames;
-    int rc = tierlab_cache_new(TIERLAB_POLICY_LRU, nkeys, frames, &pc->pol);
+    int rc = tierlab_cache_new(tierlab_policy_find("lru"), nkeys, frames, &pc->pol);
     if (rc) return rc;
     if (tl_mutex_init_adaptive(&pc->mu) || pthread_cond_init(&pc->loaded, NULL))
         return TIERLAB_ENOMEM;

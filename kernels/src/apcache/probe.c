@@ -240,7 +240,7 @@ int tierlab_apcache_copy_rate(uint64_t bytes, uint32_t reps, double *bytes_per_s
     uint64_t *t = malloc(reps * sizeof *t);
     tierlab_cache *pol = NULL;
     int rc = frames && mem && segs && t ? 0 : TIERLAB_ENOMEM;
-    if (!rc) rc = tierlab_cache_new(TIERLAB_POLICY_LRU, frames_bytes / TL_PAGE,
+    if (!rc) rc = tierlab_cache_new(tierlab_policy_find("lru"), frames_bytes / TL_PAGE,
                                     frames_bytes / TL_PAGE, &pol);
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     if (!rc) {

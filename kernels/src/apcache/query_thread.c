@@ -12,7 +12,7 @@
 static uint64_t tl_wait_prefetched(tl_shard *s, uint64_t q) {
     tl_run *r = s->run;
     const tl_workload *w = &r->wl;
-    int hp = r->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
+    int hp = r->p.config == TL_APCACHE_HYBRID_PREFETCH;
     uint64_t need = hp ? w->qfirst[q + 1] : q + 1;
     _Atomic uint64_t *have = hp ? &s->w_occ : &s->w_q;
     if (atomic_load(have) >= need) return 0;
@@ -76,11 +76,11 @@ void *tl_query_thread(void *arg) {
                 uint64_t j = j0 + i, term = w->term[j];
                 tl_src *src = &s->src[i];
                 int cached = 0;
-                if (cfg == TIERLAB_APCACHE_HYBRID) {
+                if (cfg == TL_APCACHE_HYBRID) {
                     cached = tl_query_acquire(&s->cs, term, 1, w->next_use[j]);
                     if (cached) s->seg_hits++;
                     else s->seg_misses++, seg_miss++, s->missed[j] = 1;
-                } else if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH) {
+                } else if (cfg == TL_APCACHE_HYBRID_PREFETCH) {
                     /* hits and misses were the worker's (a repeat found cached is a hit) */
                     seg_miss += s->missed[j];
                     cached = !s->bypass[j] && tl_query_acquire(&s->cs, term, 0, w->next_use[j]);
@@ -109,10 +109,10 @@ void *tl_query_thread(void *arg) {
             pthread_mutex_lock(&s->mu);
             for (uint32_t i = 0; i < nt; i++) {
                 if (pinned[i]) tl_query_release(&s->cs, w->term[j0 + i]);
-                if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH) tl_query_term_done(&s->cs);
+                if (cfg == TL_APCACHE_HYBRID_PREFETCH) tl_query_term_done(&s->cs);
             }
             /* hybrid: the wake after the query (below) serves the worker once */
-            if (cfg == TIERLAB_APCACHE_HYBRID_PREFETCH && atomic_load(&s->worker_asleep))
+            if (cfg == TL_APCACHE_HYBRID_PREFETCH && atomic_load(&s->worker_asleep))
                 pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
         }
@@ -131,7 +131,7 @@ void *tl_query_thread(void *arg) {
         if (s->hits) memcpy(s->hits + q * r->p.k, s->qctx->out, (size_t)st.results * sizeof *s->hits);
         atomic_store(&s->occ_done, j1);
         atomic_store_explicit(&s->q_done, q + 1, memory_order_release);
-        if (cfg == TIERLAB_APCACHE_HYBRID) tl_wake_worker(s); /* the copy worker has work */
+        if (cfg == TL_APCACHE_HYBRID) tl_wake_worker(s); /* the copy worker has work */
     }
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->qt_finished, 1);

@@ -68,7 +68,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
             queries++;
             occ += s->rec[q].terms;
             wait += s->rec[q].wait_ns;
-            if (p->config != TIERLAB_APCACHE_BASE) {
+            if (p->config != TL_APCACHE_BASE) {
                 la_sum += (double)s->rec[q].lookahead;
                 la_n++;
             }
@@ -115,15 +115,15 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     index_bytes = info.file_bytes[TIERLAB_FILE_DIDS] + info.file_bytes[TIERLAB_FILE_FREQS] -
                   2 * TL_HDR_BYTES;
     char la[32];
-    if (p->config == TIERLAB_APCACHE_BASE || p->config == TIERLAB_APCACHE_HYBRID)
+    if (p->config == TL_APCACHE_BASE || p->config == TL_APCACHE_HYBRID)
         snprintf(la, sizeof la, "none");
     else if (p->lookahead == TIERLAB_LOOKAHEAD_ADAPTIVE) snprintf(la, sizeof la, "adaptive");
     else snprintf(la, sizeof la, "%u", p->lookahead);
 
     fprintf(f, "{\n  \"format\": \"tierlab-apcache-raw\"");
     tl_kv_u(f, "format_version", 1);
-    tl_kv_s(f, "config", tierlab_apcache_config_name(p->config));
-    tl_kv_s(f, "policy", tierlab_policy_name(p->policy));
+    tl_kv_s(f, "config", tierlab_apcache_config_name((size_t)p->config));
+    tl_kv_s(f, "policy", tierlab_policy_name((size_t)p->policy));
     tl_kv_u(f, "cores", r->nshards);
     tl_kv_u(f, "k", p->k);
     tl_kv_s(f, "lookahead", la);

@@ -57,8 +57,8 @@
 
 void tierlab_apcache_params_default(tierlab_apcache_params *p) {
     memset(p, 0, sizeof *p);
-    p->config = TIERLAB_APCACHE_HYBRID_PREFETCH;
-    p->policy = TIERLAB_POLICY_LRU;
+    p->config = TL_APCACHE_HYBRID_PREFETCH;
+    p->policy = tierlab_policy_find("lru");
     p->cores = 1;
     p->k = TIERLAB_K_DEFAULT;
     p->lookahead = TIERLAB_LOOKAHEAD_ADAPTIVE;
@@ -74,16 +74,16 @@ void tierlab_apcache_params_default(tierlab_apcache_params *p) {
 }
 
 static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t errlen) {
-    if (!tierlab_apcache_config_name(p->config))
+    if (p->config < 0 || !tierlab_apcache_config_name((size_t)p->config))
         return tl_err(err, errlen, TIERLAB_EINVAL, "config %d: not one of 0..%d", p->config,
-                      TIERLAB_APCACHE_CONFIGS - 1);
-    if (!tierlab_policy_name(p->policy))
+                      (int)tierlab_apcache_config_count() - 1);
+    if (p->policy < 0 || !tierlab_policy_name((size_t)p->policy))
         return tl_err(err, errlen, TIERLAB_EINVAL, "policy %d: unknown", p->policy);
     if (p->cores < 1 || p->cores > 1024)
         return tl_err(err, errlen, TIERLAB_EINVAL, "cores %u: must be 1..1024", p->cores);
     if (p->k < 1) return tl_err(err, errlen, TIERLAB_EINVAL, "k must be at least 1");
     if (p->sample_ms < 1) return tl_err(err, errlen, TIERLAB_EINVAL, "sample_ms must be >= 1");
-    if (p->lookahead == TIERLAB_LOOKAHEAD_ADAPTIVE && p->config == TIERLAB_APCACHE_BASE_PREFETCH)
+    if (p->lookahead == TIERLAB_LOOKAHEAD_ADAPTIVE && p->config == TL_APCACHE_BASE_PREFETCH)
         return tl_err(err, errlen, TIERLAB_EINVAL,
                       "lookahead: base-prefetch needs a fixed lookahead (>= 1 queries); "
                       "adaptive is for hybrid-prefetch");
@@ -136,7 +136,7 @@ static void tl_plan_cpus(tl_run *r) {
     if (sched_getaffinity(0, sizeof set, &set) == 0)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &set)) allowed[n++] = c;
-    int workers = r->p.config != TIERLAB_APCACHE_BASE;
+    int workers = r->p.config != TL_APCACHE_BASE;
     uint64_t threads = (uint64_t)r->nshards * (workers ? 2 : 1);
     if (n == 0 || threads > (uint64_t)n) {
         snprintf(r->pin_how, sizeof r->pin_how,
@@ -214,7 +214,7 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
             if (rc) return rc;
             rc = tl_cache_state_init(&s->cs, p->policy, s->ix->terms, r->nsegments, p->segment_bytes,
                                      s->slow.mem,
-                                     cfg == TIERLAB_APCACHE_HYBRID_PREFETCH &&
+                                     cfg == TL_APCACHE_HYBRID_PREFETCH &&
                                          p->lookahead == TIERLAB_LOOKAHEAD_ADAPTIVE,
                                      w->nocc + 1);
             if (rc) return tl_err(err, errlen, rc, "cannot create the segment cache");
@@ -392,9 +392,9 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
         if (tl_blk_stat(r->blk_dev, &r->blk_reads0, &r->blk_ticks0)) r->blk_dev[0] = 0;
         r->slow_static = tl_slow_static_bytes(r);
         if (pthread_create(&r->sampler, NULL, tl_sampler, r) == 0) r->sampler_started = 1;
-        void *(*worker)(void *) = cfg == TIERLAB_APCACHE_BASE_PREFETCH ? tl_base_prefetch_worker
-                                  : cfg == TIERLAB_APCACHE_HYBRID      ? tl_hybrid_worker
-                                  : cfg == TIERLAB_APCACHE_HYBRID_PREFETCH ? tl_prefetch_worker
+        void *(*worker)(void *) = cfg == TL_APCACHE_BASE_PREFETCH ? tl_base_prefetch_worker
+                                  : cfg == TL_APCACHE_HYBRID      ? tl_hybrid_worker
+                                  : cfg == TL_APCACHE_HYBRID_PREFETCH ? tl_prefetch_worker
                                                                           : NULL;
         for (uint32_t i = 0; i < r->nshards; i++) {
             tl_shard *s = &r->sh[i];

@@ -135,11 +135,11 @@ typedef struct tl_run {
 } tl_run;
 
 static inline int tl_is_hybrid_cfg(int c) {
-    return c == TIERLAB_APCACHE_HYBRID || c == TIERLAB_APCACHE_HYBRID_PREFETCH;
+    return c == TL_APCACHE_HYBRID || c == TL_APCACHE_HYBRID_PREFETCH;
 }
 #define tl_is_hybrid tl_is_hybrid_cfg
 static inline int tl_is_prefetch(int c) {
-    return c == TIERLAB_APCACHE_BASE_PREFETCH || c == TIERLAB_APCACHE_HYBRID_PREFETCH;
+    return c == TL_APCACHE_BASE_PREFETCH || c == TL_APCACHE_HYBRID_PREFETCH;
 }
 static inline int tl_stopping(tl_run *r) {
     return atomic_load_explicit(&r->stop, memory_order_relaxed) ||

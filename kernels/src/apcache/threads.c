@@ -133,7 +133,7 @@ void tl_worker_await(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint6
  * finished q - 1 only after the worker had finished its terms. */
 int64_t tl_worker_ahead(tl_shard *s, uint64_t q) {
     tl_run *r = s->run;
-    if (r->p.config == TIERLAB_APCACHE_BASE) return 0;
+    if (r->p.config == TL_APCACHE_BASE) return 0;
     uint64_t j = atomic_load_explicit(&s->w_occ, memory_order_acquire);
     const tl_workload *w = &r->wl;
     uint64_t lo = 0, hi = w->nq;
@@ -171,7 +171,7 @@ void tl_worker_published(tl_shard *s, _Atomic uint64_t *counter, uint64_t v) {
     if (!atomic_load(&s->qt_asleep)) return; /* not blocked: spinning, or not waiting */
     uint64_t q1 = atomic_load(&s->qt_waiting); /* query + 1 it blocks for */
     if (!q1) return;
-    int hp = s->run->p.config == TIERLAB_APCACHE_HYBRID_PREFETCH;
+    int hp = s->run->p.config == TL_APCACHE_HYBRID_PREFETCH;
     if (atomic_load(hp ? &s->w_occ : &s->w_q) < (hp ? w->qfirst[q1] : q1)) return;
     pthread_mutex_lock(&s->mu);
     pthread_cond_broadcast(&s->cv);

@@ -1,7 +1,10 @@
 /* cache.c — the public tierlab_cache_* entry points (tierlab.h, "Caches") and
- * the one table of eviction policies. Adding a policy: one file in this
- * folder exporting a tlc_policy, one line in tlc_policies below (its index is
- * its TIERLAB_POLICY_* number), one line in kernels/CMakeLists.txt.
+ * the one table of eviction policies. Adding a policy touches three files:
+ * one file in this folder exporting a `const tlc_policy` (its .name is what
+ * users type, kebab-case), its extern declaration and one line in
+ * tlc_policies below, one line in kernels/CMakeLists.txt. Nothing else keeps
+ * a list of policy names: the C CLI, the Python side and the tests read this
+ * table through tierlab_policy_count/name/find.
  *
  * What lives here and not in the policies: argument checks, `used`, the
  * statistics, the miss path (evict the policy's victims until `size` units
@@ -11,23 +14,43 @@
 
 #include "cache.h"
 
-static const tlc_policy *const tlc_policies[TIERLAB_POLICIES] = {
-    [TIERLAB_POLICY_LRU] = &tlc_lru,       [TIERLAB_POLICY_FIFO] = &tlc_fifo,
-    [TIERLAB_POLICY_CLOCK] = &tlc_clock,   [TIERLAB_POLICY_S3FIFO] = &tlc_s3fifo,
-    [TIERLAB_POLICY_BELADY] = &tlc_belady,
+/* The policies, one line each (defined in <name>.c of this folder). */
+extern const tlc_policy tlc_lru;
+extern const tlc_policy tlc_fifo;
+extern const tlc_policy tlc_clock;
+extern const tlc_policy tlc_s3fifo;
+extern const tlc_policy tlc_belady;
+
+static const tlc_policy *const tlc_policies[] = {
+    &tlc_lru,
+    &tlc_fifo,
+    &tlc_clock,
+    &tlc_s3fifo,
+    &tlc_belady,
 };
+#define TLC_NPOLICIES (sizeof tlc_policies / sizeof tlc_policies[0])
 
 /* Largest nkeys: node indices (keys, then the list sentinels) are 32-bit. */
 #define TLC_MAX_KEYS 0xFFFFFFF0u
 
-const char *tierlab_policy_name(int policy) {
-    return policy >= 0 && policy < TIERLAB_POLICIES ? tlc_policies[policy]->name : NULL;
+size_t tierlab_policy_count(void) { return TLC_NPOLICIES; }
+
+const char *tierlab_policy_name(size_t i) {
+    return i < TLC_NPOLICIES ? tlc_policies[i]->name : NULL;
+}
+
+int tierlab_policy_find(const char *name) {
+    if (name == NULL) return -1;
+    for (size_t i = 0; i < TLC_NPOLICIES; i++)
+        if (strcmp(tlc_policies[i]->name, name) == 0) return (int)i;
+    return -1;
 }
 
 int tierlab_cache_new(int policy, uint64_t nkeys, uint64_t capacity, tierlab_cache **out) {
     if (out == NULL) return TIERLAB_EINVAL;
     *out = NULL;
-    if (!tierlab_policy_name(policy) || capacity == 0 || nkeys > TLC_MAX_KEYS)
+    if (policy < 0 || !tierlab_policy_name((size_t)policy) || capacity == 0 ||
+        nkeys > TLC_MAX_KEYS)
         return TIERLAB_EINVAL;
     tierlab_cache *c = calloc(1, sizeof *c);
     if (c == NULL) return TIERLAB_ENOMEM;

@@ -77,8 +77,6 @@ struct tlc_policy {
     void (*unlink)(tierlab_cache *c, uint32_t key, int evicted);
 };
 
-extern const tlc_policy tlc_lru, tlc_fifo, tlc_clock, tlc_s3fifo, tlc_belady;
-
 /* The internal eviction hook (one per cache; NULL clears it). */
 void tlc_set_hook(tierlab_cache *c, tlc_evict_hook fn, void *ctx);
 

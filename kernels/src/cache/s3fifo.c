@@ -143,7 +143,7 @@ static void s3_unlink(tierlab_cache *c, uint32_t key, int evicted) {
 }
 
 const tlc_policy tlc_s3fifo = {
-    .name = "s3fifo",
+    .name = "s3-fifo",
     .init = s3_init,
     .destroy = s3_destroy,
     .hit = s3_hit,

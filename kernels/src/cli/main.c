@@ -196,17 +196,13 @@ static int tl_cmd_apcache(int argc, char **argv) {
         uint64_t u = 0;
         int bad = 0;
         if (!strcmp(o, "--config")) {
-            p.config = -1;
-            for (int c = 0; c < TIERLAB_APCACHE_CONFIGS; c++)
-                if (!strcmp(v, tierlab_apcache_config_name(c))) p.config = c;
+            p.config = tierlab_apcache_config_find(v);
             if (p.config < 0) {
                 fprintf(stderr, "tierlab-kernels apcache: unknown config '%s'\n", v);
                 return 2;
             }
         } else if (!strcmp(o, "--policy")) {
-            p.policy = -1;
-            for (int c = 0; c < TIERLAB_POLICIES; c++)
-                if (tierlab_policy_name(c) && !strcmp(v, tierlab_policy_name(c))) p.policy = c;
+            p.policy = tierlab_policy_find(v);
             if (p.policy < 0) {
                 fprintf(stderr, "tierlab-kernels apcache: unknown policy '%s'\n", v);
                 return 2;

@@ -1,5 +1,6 @@
-/* query.c — query contexts, term cursors, the SINGLE/AND entry points, the
- * final sort and the batch loop (docs/engine.md "Queries").
+/* query.c — the query-type registry, query contexts, term cursors, the
+ * SINGLE/AND entry points, the final sort and the batch loop (docs/engine.md
+ * "Queries").
  *
  * BM25: w(t, f) = idf(t) * (f * (k1 + 1)) / (f + k1), k1 = 1.2, evaluated left
  * to right in double precision; idf(t) = log(1 + (N - n_t + 0.5) / (n_t + 0.5)).
@@ -9,9 +10,31 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "query.h"
+
+/* The one table of query types: the names users type, at the index of their
+ * TIERLAB_QUERY_* number (what tierlab_query and the batch take). */
+static const char *const tl_query_types[] = {
+    [TIERLAB_QUERY_SINGLE] = "single",
+    [TIERLAB_QUERY_AND] = "and",
+};
+#define TL_NQUERY_TYPES (sizeof tl_query_types / sizeof tl_query_types[0])
+
+size_t tierlab_query_type_count(void) { return TL_NQUERY_TYPES; }
+
+const char *tierlab_query_type_name(size_t i) {
+    return i < TL_NQUERY_TYPES ? tl_query_types[i] : NULL;
+}
+
+int tierlab_query_type_find(const char *name) {
+    if (name == NULL) return -1;
+    for (size_t i = 0; i < TL_NQUERY_TYPES; i++)
+        if (strcmp(tl_query_types[i], name) == 0) return (int)i;
+    return -1;
+}
 
 static uint64_t tl_now_ns(void) {
     struct timespec ts;

@@ -17,10 +17,19 @@ static const tl_tier *const tl_tiers[] = {&tl_tier_storage, &tl_tier_dram, &tl_t
 
 size_t tierlab_tier_count(void) { return TL_NTIERS; }
 
+const char *tierlab_tier_name(size_t i) { return i < TL_NTIERS ? tl_tiers[i]->name : NULL; }
+
 const char *tierlab_tier_at(size_t i, int *takes_arg) {
     if (i >= TL_NTIERS) return NULL;
     if (takes_arg) *takes_arg = tl_tiers[i]->arg;
     return tl_tiers[i]->name;
+}
+
+int tierlab_tier_find(const char *name) {
+    if (name == NULL) return -1;
+    for (size_t i = 0; i < TL_NTIERS; i++)
+        if (strcmp(tl_tiers[i]->name, name) == 0) return (int)i;
+    return -1;
 }
 
 static int tl_errf(char *err, size_t errlen, int code, const char *fmt, const char *a,

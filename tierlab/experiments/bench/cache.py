@@ -41,11 +41,11 @@ from tierlab.core.errors import TierlabError
 DEFAULT_ALPHAS = (0.9, 1.0)
 DEFAULT_FRACTIONS = (0.01, 0.1)
 # libCacheSim classes that run the same algorithm as ours, and their
-# parameters. S3FIFO: move-to-main threshold 1 as in kernels/src/cache/s3fifo.c
+# parameters. s3-fifo: move-to-main threshold 1 as in kernels/src/cache/s3fifo.c
 # (libCacheSim's default is 2); the two still differ in details, so only LRU
 # and FIFO must give identical miss ratios.
 PEERS = {"lru": ("LRU", {}), "fifo": ("FIFO", {}),
-         "s3fifo": ("S3FIFO", {"move_to_main_threshold": 1})}
+         "s3-fifo": ("S3FIFO", {"move_to_main_threshold": 1})}
 MUST_AGREE = ("lru", "fifo")
 TARGET_LRU_REQUESTS_PER_S = 5e6
 
