@@ -511,6 +511,57 @@ size_t tierlab_query_type_count(void);
 const char *tierlab_query_type_name(size_t i);
 int tierlab_query_type_find(const char *name);
 
+/* Query files (kernels/src/query/workload.c; docs/workload.md): the
+ * one reader of the workload format, used by the APCache runtime and, through
+ * cffi, by Python's tierlab.workload.read_queries.
+ *
+ * Format: UTF-8 text, one query per line (lines end at '\n'; line 1 is the
+ * first). A line is stripped of whitespace at both ends and split into words
+ * at runs of whitespace — whitespace as Python's str.isspace() has it: ASCII
+ * \t \n \v \f \r, U+001C..U+001F, space, and U+0085, U+00A0, U+1680,
+ * U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000 (so CRLF files
+ * read as LF files). A blank line, or one whose first word starts with '#',
+ * is skipped. Otherwise every word is a term — [a-z0-9]+, lower-case ASCII
+ * letters and digits, as the index tokenises text — or `AND` standing
+ * between two terms, where it means what the space means (the engine's only
+ * multi-term query is the conjunction). A query of one term is
+ * TIERLAB_QUERY_SINGLE, of 2..TIERLAB_QUERY_MAX_TERMS terms TIERLAB_QUERY_AND.
+ * Lines and terms have no length limit (the file is read whole).
+ *
+ * tierlab_workload_read parses the file at `path` into *out (all fields
+ * allocated by the call; release them with tierlab_workload_free, which also
+ * zeroes *out and takes a zeroed or freed *out again). Returns 0, or on the
+ * first bad line (nothing is returned then: *out is zeroed):
+ *   TIERLAB_EIO     "PATH: cannot read (REASON)"
+ *   TIERLAB_EINVAL  "PATH:LINE: invalid UTF-8 at byte N" (N: from 1, in the
+ *                   line), "PATH:LINE: 'AND' must stand between two terms:
+ *                   'LINE TEXT'", "PATH:LINE: 'WORD' is not a term: ...",
+ *                   "PATH:LINE: N terms: a query has at most 16
+ *                   (TIERLAB_QUERY_MAX_TERMS)" (an over-long query is refused
+ *                   here, at its file line, never later by position), or
+ *                   "PATH: no queries" (no query line at all)
+ *   TIERLAB_ENOMEM
+ * with the message in err (cut to errlen; LINE TEXT and WORD are quoted
+ * whole, so a caller that wants every message whole gives errlen >= the
+ * file's size + the path's length + 200). Memory: about twice the file.
+ * Thread-safe (no global state). */
+typedef struct tierlab_workload {
+    uint64_t nqueries;     /* >= 1                                              */
+    uint64_t nterms;       /* terms of all queries (AND not counted)            */
+    /* Every term as a NUL-terminated string, back to back in query order:
+     * term j starts at text + term_off[j] and has term_off[j+1] -
+     * term_off[j] - 1 bytes (its NUL excluded); term_off has nterms + 1
+     * entries, term_off[0] = 0. */
+    char *text;
+    uint64_t *term_off;
+    uint64_t *query_first; /* nqueries + 1: query q's terms are query_first[q] ..
+                            * query_first[q+1] - 1                              */
+    uint64_t *line;        /* nqueries: query q's line in the file (from 1)     */
+    uint8_t *type;         /* nqueries: TIERLAB_QUERY_SINGLE or TIERLAB_QUERY_AND */
+} tierlab_workload;
+int tierlab_workload_read(const char *path, tierlab_workload *out, char *err, size_t errlen);
+void tierlab_workload_free(tierlab_workload *w); /* NULL is fine */
+
 typedef struct tierlab_query_ctx tierlab_query_ctx;
 /* k >= 1: results kept per query. NULL on bad arguments or no memory. */
 tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k);
@@ -768,8 +819,9 @@ typedef struct tierlab_apcache_params {
  * readahead, real device, memory limit on, slow tier "dram". */
 void tierlab_apcache_params_default(tierlab_apcache_params *p);
 
-/* Run the workload file (one query per line, as `tierlab query run` reads
- * it) on the index in index_dir and write the result files into the
+/* Run the workload file (read by tierlab_workload_read, "Query files"
+ * above: a bad line fails the run with its path:line) on the index in
+ * index_dir and write the result files into the
  * existing directory out_dir (summary.json, queries.tsv, timeline.tsv and,
  * with write_hits, hits.tsv; formats in kernels/src/apcache/report.c).
  * Drops the index files from the page cache first. A real-device run with

@@ -37,11 +37,13 @@ Query files
 UTF-8 text, one query per line. A query is one or more terms separated by
 spaces; `AND` (upper case) may stand between terms and means what the space
 means: the engine's only multi-term query is the conjunction. Terms are
-docs/engine.md tokens (lower-case ASCII letters and digits). Blank lines and lines
-starting with `#` are ignored. Generated files contain `term` or
-`term AND term` lines only. `read_queries` gives a file:line error for
-anything else. Next to a generated file, `<workload>.json` holds its
-parameters and statistics.
+docs/engine.md tokens (lower-case ASCII letters and digits); a query has at
+most 16 terms (TIERLAB_QUERY_MAX_TERMS). Blank lines and lines starting with
+`#` are ignored. Generated files contain `term` or `term AND term` lines only.
+`read_queries` gives a file:line error for anything else; the parser is the C
+library's (kernels/src/query/workload.c), shared with the APCache runtime, and
+tierlab.h "Query files" states the rules in full. Next to a generated file,
+`<workload>.json` holds its parameters and statistics.
 """
 from __future__ import annotations
 
@@ -50,7 +52,6 @@ import json
 import math
 import os
 import random
-import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,7 +71,6 @@ BLOCK_POSTINGS = 256     # docs/engine.md: B = 256 postings per block
 DEFAULT_QUERIES = {"H": 1_000, "M": 100_000, "L": 1_000_000}
 TYPES = ("single", "and")
 
-_TERM_RE = re.compile(r"[a-z0-9]+")
 
 
 # --- classes -------------------------------------------------------------------
@@ -186,36 +186,28 @@ def write_queries(path: Path, queries) -> None:
 
 
 def read_queries(path: str | os.PathLike) -> list[tuple[str, ...]]:
-    """Parse a query file (format in the module docstring)."""
+    """Parse a query file (format in the module docstring) with the C
+    library's reader, tierlab_workload_read (tierlab.h "Query files"), the one
+    the APCache runtime uses: a TierlabError names path:line."""
+    from tierlab.core.native import ffi_lib
+
     path = Path(path)
+    ffi, lib = ffi_lib()
+    try:  # messages quote a whole line: room for the file
+        errlen = path.stat().st_size + len(os.fsencode(path)) + 512
+    except OSError:
+        errlen = len(os.fsencode(path)) + 512
+    err = ffi.new("char[]", errlen)
+    w = ffi.new("tierlab_workload *")
+    if lib.tierlab_workload_read(os.fsencode(path), w, err, errlen) != 0:
+        raise TierlabError(ffi.string(err).decode("utf-8", errors="replace"))
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TierlabError(f"{path}: cannot read ({e.strerror or e})") from None
-    queries = []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            line = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as e:
-            raise TierlabError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start + 1}") from None
-        if not line or line.startswith("#"):
-            continue
-        words = line.split()
-        terms = []
-        for i, w in enumerate(words):
-            if w == "AND":
-                if i == 0 or i == len(words) - 1 or words[i - 1] == "AND":
-                    raise TierlabError(f"{path}:{lineno}: 'AND' must stand between two terms: '{line}'")
-                continue
-            if not _TERM_RE.fullmatch(w):
-                raise TierlabError(
-                    f"{path}:{lineno}: '{w}' is not a term: terms are lower-case ASCII letters and "
-                    f"digits (as the index tokenises text), and only 'AND' joins them")
-            terms.append(w)
-        queries.append(tuple(terms))
-    if not queries:
-        raise TierlabError(f"{path}: no queries")
-    return queries
+        text = ffi.buffer(w.text, w.term_off[w.nterms])[:].decode("ascii")
+        terms = text.split("\0")  # every term ends in a NUL
+        first = ffi.unpack(w.query_first, w.nqueries + 1)
+        return [tuple(terms[a:b]) for a, b in zip(first, first[1:])]
+    finally:
+        lib.tierlab_workload_free(w)
 
 
 # --- statistics --------------------------------------------------------------------

@@ -61,10 +61,11 @@ void *tl_query_thread(void *arg) {
         tl_block_src *srcs[TIERLAB_QUERY_MAX_TERMS];
         uint32_t nt = w->nterms[q];
         for (uint32_t i = 0; i < nt; i++) {
-            uint64_t t = w->qtext[q] + i, bytes = 0;
+            uint64_t t = w->file.query_first[q] + i, bytes = 0;
             int corrupt = 0;
-            ents[i] = tl_dict_find(s->ix, w->text + w->toff[t],
-                                   (size_t)(w->toff[t + 1] - w->toff[t]), &bytes, &corrupt);
+            size_t len;
+            const char *term = tl_workload_term(w, t, &len);
+            ents[i] = tl_dict_find(s->ix, term, len, &bytes, &corrupt);
             srcs[i] = &s->src[i].base;
         }
         tl_pstats before = s->qps;

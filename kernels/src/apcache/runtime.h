@@ -10,19 +10,24 @@
  * queries whose terms are all in the dictionary have term occurrences
  * (a query with an unknown term has an empty result and touches nothing). */
 typedef struct tl_workload {
+    tierlab_workload file; /* the query file as tierlab_workload_read gave it */
     uint32_t nq;
     uint64_t nocc;
     uint64_t *qfirst;   /* nq + 1: occurrences of query q are qfirst[q]..qfirst[q+1] */
-    uint8_t *type;      /* TIERLAB_QUERY_* */
+    uint8_t *type;      /* TIERLAB_QUERY_* (file.type) */
     uint8_t *nterms;    /* terms in the query line (known or not) */
     uint8_t *known;     /* all terms in the dictionary */
     uint64_t *term;     /* per occurrence: term id */
     uint64_t *next_use; /* per occurrence: next occurrence of the same term, or NEVER */
     uint32_t *nseg;     /* per occurrence: segments of the term in the segment cache */
-    char *text;         /* term bytes of every term of every query, back to back */
-    uint64_t *qtext;    /* nq + 1: query q's terms start at term index qtext[q] */
-    uint64_t *toff;     /* term index -> offset in text (one more entry at the end) */
 } tl_workload;
+
+/* Term t of the file (query q's terms are t = file.query_first[q] ..): its
+ * bytes and their length. */
+static inline const char *tl_workload_term(const tl_workload *w, uint64_t t, size_t *len) {
+    *len = (size_t)(w->file.term_off[t + 1] - w->file.term_off[t] - 1);
+    return w->file.text + w->file.term_off[t];
+}
 
 /* One query's measurements. */
 typedef struct tl_qrec {
