@@ -786,13 +786,17 @@ size_t tierlab_apcache_config_count(void);
 const char *tierlab_apcache_config_name(size_t i);
 int tierlab_apcache_config_find(const char *name);
 
+/* A run's parameters. Each field is named after its key of the run
+ * specification (docs/architecture.md "One run specification"), which is
+ * also the key in summary.json and, with dashes, the flag of
+ * `tierlab-kernels apcache` (--cache-bytes, --slow-tier-placement, ...). */
 typedef struct tierlab_apcache_params {
     int config;          /* tierlab_apcache_config_find(name)                       */
     int policy;          /* tierlab_policy_find(name): the segment cache's (hybrid) */
     uint32_t cores;      /* shards, each with a query thread and a worker; 1..1024   */
     uint32_t k;          /* results kept per query, >= 1                             */
     uint32_t lookahead;  /* prefetch configs: queries ahead (>= 1), or ADAPTIVE      */
-    uint32_t sample_ms;  /* timeline sampling period, >= 1                           */
+    uint64_t sample_ns;  /* timeline sampling period in ns, >= 1,000,000 (1 ms)      */
     /* base, base-prefetch: the page-cache cap; hybrid, hybrid-prefetch: the
      * segment cache, split evenly over the cores. */
     uint64_t cache_bytes;
@@ -800,14 +804,17 @@ typedef struct tierlab_apcache_params {
     uint64_t dram_budget_bytes; /* hybrid configs: the page-cache cap; 0 = none       */
     uint64_t readahead_bytes;   /* 4 KiB .. 1 MiB; real device: 0 = the kernel's   */
     /* 0: the device under the index files (page faults, pread, mincore);
-     * 1: every storage read is a pread plus an injected delay from these
-     * numbers (the model's device timing rule, sim-configs/README.md). */
+     * 1: every storage read is a pread plus an injected delay from the
+     * device_* numbers, a storage spec's read_bandwidth_bytes_per_s,
+     * read_latency_ns, seek_ns and queue_depth (the model's device timing
+     * rule, sim-configs/README.md). */
     int emulated;
-    double dev_read_bytes_per_s, dev_read_latency_ns, dev_seek_ns;
-    uint32_t dev_queue_depth;
+    double device_read_bandwidth_bytes_per_s, device_read_latency_ns, device_seek_ns;
+    uint32_t device_queue_depth;
     int memory_limit;    /* 1: cap DRAM with a child cgroup when one is writable     */
     int write_hits;      /* 1: out_dir/hits.tsv gets core 0's top-k of every query   */
-    char slow_tier[256]; /* segment cache memory: "dram", "pm:PATH", "numa:N"        */
+    /* segment cache memory: "dram", "pm:PATH", "numa:N" */
+    char slow_tier_placement[256];
     /* Tiers of dict.bin and skip.bin as tierlab_index_open takes them;
      * "" = the slow tier (APCACHE.md: they live there by default). */
     char place_dict[256];

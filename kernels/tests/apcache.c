@@ -490,13 +490,13 @@ static void run_config(int config, uint32_t lookahead, int cores, uint64_t cache
     p.segment_bytes = 4096;
     p.dram_budget_bytes = 64 * 4096;
     p.emulated = emulated;
-    p.dev_read_bytes_per_s = 2e9;
-    p.dev_read_latency_ns = 3000;
-    p.dev_queue_depth = 4;
+    p.device_read_bandwidth_bytes_per_s = 2e9;
+    p.device_read_latency_ns = 3000;
+    p.device_queue_depth = 4;
     p.memory_limit = 0;
     p.write_hits = 1;
-    p.sample_ms = 2;
-    snprintf(p.slow_tier, sizeof p.slow_tier, "pm:%s", dir);
+    p.sample_ns = 2000000;
+    snprintf(p.slow_tier_placement, sizeof p.slow_tier_placement, "pm:%s", dir);
     int rc = tierlab_apcache_run(idx, wl, &p, out, NULL, NULL, err, sizeof err);
     CHECK(rc == 0, "%s: run failed: %s", what, err);
     if (rc) return;
@@ -558,12 +558,12 @@ int main(void) {
     p.cache_bytes = small;
     p.segment_bytes = 4096;
     p.emulated = 1;
-    p.dev_read_bytes_per_s = 1e8;
-    p.dev_read_latency_ns = 2e6; /* slow: the run is still going when stopped */
+    p.device_read_bandwidth_bytes_per_s = 1e8;
+    p.device_read_latency_ns = 2e6; /* slow: the run is still going when stopped */
     p.dram_budget_bytes = 8 * 4096;
     p.readahead_bytes = 4096;
     p.memory_limit = 0;
-    snprintf(p.slow_tier, sizeof p.slow_tier, "pm:%s", dir);
+    snprintf(p.slow_tier_placement, sizeof p.slow_tier_placement, "pm:%s", dir);
     stop_after = 1;
     int rc = tierlab_apcache_run(idx, wl, &p, out, stop_cb, NULL, err, sizeof err);
     CHECK(rc == TIERLAB_ECANCELED, "cancel: rc %d (%s)", rc, err);

@@ -5,8 +5,9 @@
  *   hits.tsv      core 0's top-k (query_id rank did score), when asked
  * tierlab/runtime/apcache.py turns them into the cache_run / cache_query /
  * cache_timeline tables of traces/schema.yaml; the field meanings are those
- * of the schema's columns. Written to temporary names and renamed, so a file
- * named like this is complete. */
+ * of the schema's columns; summary.json's parameters are named by their
+ * run-spec keys (the fields of tierlab_apcache_params). Written to
+ * temporary names and renamed, so a file named like this is complete. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -96,7 +97,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     if (p->emulated) {
         reads = atomic_load(&r->dev.reads);
         bytes = atomic_load(&r->dev.bytes);
-        util = wall ? (double)atomic_load(&r->dev.busy_ns) / ((double)wall * p->dev_queue_depth) : 0;
+        util = wall ? (double)atomic_load(&r->dev.busy_ns) / ((double)wall * p->device_queue_depth) : 0;
         how = "emulated device: requests and bytes issued to it; utilisation = busy time / "
               "(wall x queue depth)";
     } else {
@@ -121,18 +122,19 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     else snprintf(la, sizeof la, "%u", p->lookahead);
 
     fprintf(f, "{\n  \"format\": \"tierlab-apcache-raw\"");
-    tl_kv_u(f, "format_version", 1);
+    tl_kv_u(f, "format_version", 2); /* 2: run-spec key names (slow_tier_placement, ...) */
     tl_kv_s(f, "config", tierlab_apcache_config_name((size_t)p->config));
     tl_kv_s(f, "policy", tierlab_policy_name((size_t)p->policy));
     tl_kv_u(f, "cores", r->nshards);
     tl_kv_u(f, "k", p->k);
     tl_kv_s(f, "lookahead", la);
+    tl_kv_u(f, "sample_ns", p->sample_ns);
     tl_kv_s(f, "device_mode", p->emulated ? "emulated" : "real");
     if (p->emulated) {
-        tl_kv_d(f, "device_read_bytes_per_s", p->dev_read_bytes_per_s);
-        tl_kv_d(f, "device_read_latency_ns", p->dev_read_latency_ns);
-        tl_kv_d(f, "device_seek_ns", p->dev_seek_ns);
-        tl_kv_u(f, "device_queue_depth", p->dev_queue_depth);
+        tl_kv_d(f, "device_read_bandwidth_bytes_per_s", p->device_read_bandwidth_bytes_per_s);
+        tl_kv_d(f, "device_read_latency_ns", p->device_read_latency_ns);
+        tl_kv_d(f, "device_seek_ns", p->device_seek_ns);
+        tl_kv_u(f, "device_queue_depth", p->device_queue_depth);
         tl_kv_u(f, "readahead_bytes", p->readahead_bytes);
         tl_kv_u(f, "device_late_reads", atomic_load(&r->dev.late_reads));
         tl_kv_u(f, "device_late_ns", atomic_load(&r->dev.late_ns));
@@ -143,7 +145,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
         tl_kv_s(f, "readahead", r->ra_how);
     }
     tl_kv_s(f, "block_device", r->blk_dev);
-    tl_kv_s(f, "slow_tier", p->slow_tier);
+    tl_kv_s(f, "slow_tier_placement", p->slow_tier_placement);
     tl_kv_s(f, "slow_tier_detail", r->sh[0].has_cache ? r->sh[0].slow.detail
                                                           : "no segment cache: holds only what "
                                                             "placement_dict/_skip say");
@@ -160,6 +162,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     tl_kv_u(f, "segment_bytes", tl_is_hybrid_cfg(p->config) ? p->segment_bytes : 0);
     tl_kv_u(f, "segments_per_core", r->nsegments);
     tl_kv_u(f, "dram_budget_bytes", r->page_cap_bytes);
+    tl_kv_u(f, "memory_limit", p->memory_limit ? 1 : 0);
     tl_kv_s(f, "memory_limit_enforced", r->limit_how);
     tl_kv_u(f, "memory_limit_bytes", r->limit_bytes);
     tl_kv_u(f, "cgroup_peak_bytes", r->cg.active ? tl_cgroup_peak(&r->cg) : 0);

@@ -62,15 +62,15 @@ void tierlab_apcache_params_default(tierlab_apcache_params *p) {
     p->cores = 1;
     p->k = TIERLAB_K_DEFAULT;
     p->lookahead = TIERLAB_LOOKAHEAD_ADAPTIVE;
-    p->sample_ms = 10;
+    p->sample_ns = 10000000;
     p->cache_bytes = 64ull << 20;
     p->segment_bytes = 32768;
     p->dram_budget_bytes = 50000000;
     p->readahead_bytes = 131072;
     p->emulated = 0;
-    p->dev_queue_depth = 1;
+    p->device_queue_depth = 1;
     p->memory_limit = 1;
-    snprintf(p->slow_tier, sizeof p->slow_tier, "dram");
+    snprintf(p->slow_tier_placement, sizeof p->slow_tier_placement, "dram");
 }
 
 static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t errlen) {
@@ -82,7 +82,8 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
     if (p->cores < 1 || p->cores > 1024)
         return tl_err(err, errlen, TIERLAB_EINVAL, "cores %u: must be 1..1024", p->cores);
     if (p->k < 1) return tl_err(err, errlen, TIERLAB_EINVAL, "k must be at least 1");
-    if (p->sample_ms < 1) return tl_err(err, errlen, TIERLAB_EINVAL, "sample_ms must be >= 1");
+    if (p->sample_ns < 1000000)
+        return tl_err(err, errlen, TIERLAB_EINVAL, "sample_ns must be >= 1000000 (1 ms)");
     if (p->lookahead == TIERLAB_LOOKAHEAD_ADAPTIVE && p->config == TL_APCACHE_BASE_PREFETCH)
         return tl_err(err, errlen, TIERLAB_EINVAL,
                       "lookahead: base-prefetch needs a fixed lookahead (>= 1 queries); "
@@ -105,8 +106,9 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
         return tl_err(err, errlen, TIERLAB_EINVAL, "readahead %llu: must be 4 KiB .. 1 MiB%s",
                       (unsigned long long)p->readahead_bytes,
                       p->emulated ? "" : " (or 0: the kernel's, real device)");
-    if (p->emulated && (!(p->dev_read_bytes_per_s > 0) || p->dev_read_latency_ns < 0 ||
-                        p->dev_seek_ns < 0 || p->dev_queue_depth < 1))
+    if (p->emulated && (!(p->device_read_bandwidth_bytes_per_s > 0) ||
+                        p->device_read_latency_ns < 0 || p->device_seek_ns < 0 ||
+                        p->device_queue_depth < 1))
         return tl_err(err, errlen, TIERLAB_EINVAL,
                       "emulated device: read bandwidth > 0, latency and seek >= 0, queue depth "
                       ">= 1 needed");
@@ -163,8 +165,8 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
     r->nshards = p->cores;
     r->sh = calloc(r->nshards, sizeof *r->sh);
     if (!r->sh) return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
-    int rc = tl_device_init(&r->dev, p->emulated, p->dev_read_bytes_per_s, p->dev_read_latency_ns,
-                            p->dev_seek_ns, p->dev_queue_depth);
+    int rc = tl_device_init(&r->dev, p->emulated, p->device_read_bandwidth_bytes_per_s,
+                            p->device_read_latency_ns, p->device_seek_ns, p->device_queue_depth);
     if (rc) return tl_err(err, errlen, rc, "bad device parameters");
     r->dev_inited = 1;
     tl_plan_cpus(r);
@@ -210,7 +212,7 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
     for (uint32_t i = 0; i < r->nshards; i++) {
         tl_shard *s = &r->sh[i];
         if (tl_is_hybrid(cfg)) {
-            rc = tl_slow_alloc(p->slow_tier, r->nsegments * p->segment_bytes, &s->slow, err, errlen);
+            rc = tl_slow_alloc(p->slow_tier_placement, r->nsegments * p->segment_bytes, &s->slow, err, errlen);
             if (rc) return rc;
             rc = tl_cache_state_init(&s->cs, p->policy, s->ix->terms, r->nsegments, p->segment_bytes,
                                      s->slow.mem,

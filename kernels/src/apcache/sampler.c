@@ -81,7 +81,7 @@ uint64_t tl_slow_static_bytes(tl_run *r) {
     for (uint32_t i = 0; i < r->nshards; i++)
         for (int f = TIERLAB_FILE_DICT; f <= TIERLAB_FILE_SKIP; f++) {
             const tl_region *g = &r->sh[i].ix->r[f];
-            if (strcmp(g->rep.request, r->p.slow_tier) != 0) continue;
+            if (strcmp(g->rep.request, r->p.slow_tier_placement) != 0) continue;
             if (!strcmp(g->rep.tier, "dram") || !strcmp(g->rep.tier, "numa") ||
                 (!strcmp(g->rep.tier, "pm") && tl_on_tmpfs(g->rep.request + 3)))
                 b += tl_region_resident(g->map, g->map_len);
@@ -151,7 +151,7 @@ void *tl_sampler(void *arg) {
     tl_run *r = arg;
     uint64_t slow_static = r->slow_static;
     tl_gate_wait(r);
-    uint64_t period = (uint64_t)r->p.sample_ms * 1000000u;
+    uint64_t period = r->p.sample_ns;
     uint64_t tick = period < 50000000u ? period : 50000000u;
     uint64_t next_sample = r->t0, next_progress = r->t0, now = r->t0;
     uint64_t total = (uint64_t)r->wl.nq * r->nshards;

@@ -82,8 +82,8 @@ int tl_shard_open(tl_run *r, tl_shard *s, uint64_t *dev_addr, uint64_t *key, cha
         return tl_err(err, errlen, TIERLAB_ENOMEM, "cannot create a mutex");
     if (!s->is_copy) snprintf(s->dir, sizeof s->dir, "%s", r->index_dir);
     char place[800];
-    const char *pd = r->p.place_dict[0] ? r->p.place_dict : r->p.slow_tier;
-    const char *ps = r->p.place_skip[0] ? r->p.place_skip : r->p.slow_tier;
+    const char *pd = r->p.place_dict[0] ? r->p.place_dict : r->p.slow_tier_placement;
+    const char *ps = r->p.place_skip[0] ? r->p.place_skip : r->p.slow_tier_placement;
     snprintf(place, sizeof place, "dict=%s,skip=%s,did=storage,freq=storage", pd, ps);
     int rc = tierlab_index_open(s->dir, place, &s->ix, err, errlen);
     if (rc) return rc;

@@ -19,27 +19,40 @@
 
 #include "tierlab.h"
 
+/* "a | b | c" of one registry, for the usage text. */
+static void tl_names(FILE *to, size_t (*count)(void), const char *(*name)(size_t)) {
+    for (size_t i = 0; i < count(); i++) fprintf(to, "%s%s", i ? " | " : "", name(i));
+}
+
 static int tl_usage(FILE *to) {
     fprintf(to,
             "usage: tierlab-kernels codecs\n"
             "       tierlab-kernels roundtrip CODEC < integers.txt\n"
             "       tierlab-kernels apcache INDEX WORKLOAD OUTDIR [--config NAME] [--policy NAME]\n"
-            "           [--cores N] [--k N] [--lookahead N|adaptive] [--sample-ms N]\n"
+            "           [--cores N] [--k N] [--lookahead N|adaptive] [--sample-ns N]\n"
             "           [--cache-bytes N] [--segment-bytes N] [--dram-budget-bytes N]\n"
-            "           [--readahead-bytes N] [--device-bandwidth B_PER_S --device-latency-ns NS\n"
-            "           [--device-seek-ns NS] [--device-queue-depth N]] [--no-memory-limit]\n"
-            "           [--hits] [--slow-tier dram|pm:PATH|numa:N] [--place-dict T] [--place-skip T]\n"
+            "           [--readahead-bytes N] [--slow-tier-placement dram|pm:PATH|numa:N]\n"
+            "           [--place-dict TIER] [--place-skip TIER] [--memory-limit 0|1] [--hits]\n"
+            "           [--device-read-bandwidth-bytes-per-s B --device-read-latency-ns NS\n"
+            "            [--device-seek-ns NS] [--device-queue-depth N]]\n"
             "       tierlab-kernels read-probe FILE RUN_BYTES CAP_BYTES READS SEED\n"
             "  codecs     list the codec registry and the implementation each runs (simd/scalar)\n"
             "  roundtrip  encode whitespace-separated unsigned 32-bit integers from stdin in\n"
             "             blocks of %d, decode them back, verify, print bits/int\n"
-            "  apcache    run the APCache runtime; a --device-bandwidth makes the device\n"
+            "  apcache    run the APCache runtime. The flags are the run-spec keys with dashes\n"
+            "             (summary.json uses the keys); the device_* ones are a storage spec's\n"
+            "             numbers, and --device-read-bandwidth-bytes-per-s makes the device\n"
             "             emulated. Prints `progress DONE TOTAL` lines; SIGINT/SIGTERM stop it\n"
             "             with the results so far (exit 130). Exit 2 on bad arguments.\n"
             "  read-probe time READS reads of RUN_BYTES at random offsets of FILE as the\n"
             "             runtime reads a real-device miss, page cache capped at CAP_BYTES\n"
             "             (0: none); prints ns per read, then `how ...`\n",
             TIERLAB_MAX_BLOCK);
+    fprintf(to, "  --config   ");
+    tl_names(to, tierlab_apcache_config_count, tierlab_apcache_config_name);
+    fprintf(to, " (default hybrid-prefetch)\n  --policy   ");
+    tl_names(to, tierlab_policy_count, tierlab_policy_name);
+    fprintf(to, " (default lru)\n");
     return to == stderr ? 2 : 0;
 }
 
@@ -186,7 +199,6 @@ static int tl_cmd_apcache(int argc, char **argv) {
     tierlab_apcache_params_default(&p);
     for (int i = 5; i < argc; i++) {
         const char *o = argv[i];
-        if (!strcmp(o, "--no-memory-limit")) { p.memory_limit = 0; continue; }
         if (!strcmp(o, "--hits")) { p.write_hits = 1; continue; }
         if (i + 1 >= argc) {
             fprintf(stderr, "tierlab-kernels apcache: %s needs a value\n", o);
@@ -198,13 +210,17 @@ static int tl_cmd_apcache(int argc, char **argv) {
         if (!strcmp(o, "--config")) {
             p.config = tierlab_apcache_config_find(v);
             if (p.config < 0) {
-                fprintf(stderr, "tierlab-kernels apcache: unknown config '%s'\n", v);
+                fprintf(stderr, "tierlab-kernels apcache: unknown config '%s'; known: ", v);
+                tl_names(stderr, tierlab_apcache_config_count, tierlab_apcache_config_name);
+                fputc('\n', stderr);
                 return 2;
             }
         } else if (!strcmp(o, "--policy")) {
             p.policy = tierlab_policy_find(v);
             if (p.policy < 0) {
-                fprintf(stderr, "tierlab-kernels apcache: unknown policy '%s'\n", v);
+                fprintf(stderr, "tierlab-kernels apcache: unknown policy '%s'; known: ", v);
+                tl_names(stderr, tierlab_policy_count, tierlab_policy_name);
+                fputc('\n', stderr);
                 return 2;
             }
         } else if (!strcmp(o, "--lookahead")) {
@@ -213,24 +229,32 @@ static int tl_cmd_apcache(int argc, char **argv) {
                 fprintf(stderr, "tierlab-kernels apcache: --lookahead: 1.. or adaptive\n");
                 return 2;
             } else p.lookahead = (uint32_t)u;
-        } else if (!strcmp(o, "--cores") || !strcmp(o, "--k") || !strcmp(o, "--sample-ms") ||
+        } else if (!strcmp(o, "--cores") || !strcmp(o, "--k") ||
                    !strcmp(o, "--device-queue-depth")) {
             if (!(bad = tl_parse_u64("apcache", o, v, &u)) && u > UINT32_MAX) bad = -1;
             uint32_t x = (uint32_t)u;
             if (!strcmp(o, "--cores")) p.cores = x;
             else if (!strcmp(o, "--k")) p.k = x;
-            else if (!strcmp(o, "--sample-ms")) p.sample_ms = x;
-            else p.dev_queue_depth = x;
-        } else if (!strcmp(o, "--cache-bytes")) bad = tl_parse_u64("apcache", o, v, &p.cache_bytes);
+            else p.device_queue_depth = x;
+        } else if (!strcmp(o, "--memory-limit")) {
+            if (strcmp(v, "0") && strcmp(v, "1")) {
+                fprintf(stderr, "tierlab-kernels apcache: --memory-limit: 0 or 1, not '%s'\n", v);
+                return 2;
+            }
+            p.memory_limit = v[0] == '1';
+        } else if (!strcmp(o, "--sample-ns")) bad = tl_parse_u64("apcache", o, v, &p.sample_ns);
+        else if (!strcmp(o, "--cache-bytes")) bad = tl_parse_u64("apcache", o, v, &p.cache_bytes);
         else if (!strcmp(o, "--segment-bytes")) bad = tl_parse_u64("apcache", o, v, &p.segment_bytes);
         else if (!strcmp(o, "--dram-budget-bytes")) bad = tl_parse_u64("apcache", o, v, &p.dram_budget_bytes);
         else if (!strcmp(o, "--readahead-bytes")) bad = tl_parse_u64("apcache", o, v, &p.readahead_bytes);
-        else if (!strcmp(o, "--device-bandwidth")) {
-            bad = tl_parse_double(o, v, &p.dev_read_bytes_per_s);
+        else if (!strcmp(o, "--device-read-bandwidth-bytes-per-s")) {
+            bad = tl_parse_double(o, v, &p.device_read_bandwidth_bytes_per_s);
             p.emulated = 1;
-        } else if (!strcmp(o, "--device-latency-ns")) bad = tl_parse_double(o, v, &p.dev_read_latency_ns);
-        else if (!strcmp(o, "--device-seek-ns")) bad = tl_parse_double(o, v, &p.dev_seek_ns);
-        else if (!strcmp(o, "--slow-tier")) bad = tl_copy_opt(o, v, p.slow_tier, sizeof p.slow_tier);
+        } else if (!strcmp(o, "--device-read-latency-ns"))
+            bad = tl_parse_double(o, v, &p.device_read_latency_ns);
+        else if (!strcmp(o, "--device-seek-ns")) bad = tl_parse_double(o, v, &p.device_seek_ns);
+        else if (!strcmp(o, "--slow-tier-placement"))
+            bad = tl_copy_opt(o, v, p.slow_tier_placement, sizeof p.slow_tier_placement);
         else if (!strcmp(o, "--place-dict")) bad = tl_copy_opt(o, v, p.place_dict, sizeof p.place_dict);
         else if (!strcmp(o, "--place-skip")) bad = tl_copy_opt(o, v, p.place_skip, sizeof p.place_skip);
         else {
