@@ -292,7 +292,9 @@ def test_runtime_and_model_read_the_same_inputs(tiny):
         assert prm["costs"]["single"] == costs["single"]
         assert prm["costs"]["and"] == costs["and"]
         if a["config"].startswith("hybrid"):
-            assert a["slow_tier"] == "dram" and b["slow_tier"] == "ddr4-2666"
+            # one run spec: the same slow tier on both sides, placed in DRAM by the runtime
+            assert a["slow_tier"] == b["slow_tier"] == "ddr4-2666"
+            assert json.loads(a["params"])["slow_tier_placement"] == "dram"
             assert prm["tier_factor"] == pytest.approx(1.0)
 
 
