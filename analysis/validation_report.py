@@ -6,7 +6,7 @@ runtime's own noise floor (its twin runs), plotted and summarised."""
 from __future__ import annotations
 
 import json
-import os
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -58,8 +58,9 @@ def param_mismatches(measured, model) -> list[str]:
 
 def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
     """Pair, summarise and write into folder `out` the tables
-    (measured.parquet, model.parquet, validation.csv, validation.md), the
-    parity plot and summary.json; return them with the printed text."""
+    (measured.parquet and model.parquet: cache_run; validation.csv: the
+    schema's validation table), validation.md, the parity plot and
+    summary.json; return them with the printed text."""
     from tierlab.analysis import validation as val
     from tierlab.traces.schema import write_table
 
@@ -88,9 +89,7 @@ def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
         emulated, _ = val.summarise(paired[paired["device"] != REAL], cell_keys=["cell"])
         emulated_floor = floor_of(paired[paired["device"] != REAL])
     paired = paired.sort_values(["device", "query_type", "cache_bytes", "config"])
-    tmp = out / f".validation.csv.tmp-{os.getpid()}"
-    paired.to_csv(tmp, index=False)
-    os.replace(tmp, out / "validation.csv")
+    write_table("validation", validation_table(paired), out / "validation.csv")
     (out / "validation.md").write_text(val.format_markdown(paired, summary, floor))
     val.parity_plot(paired, out / "parity.png")
     mism = param_mismatches(measured, model)
@@ -120,6 +119,20 @@ def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
         if emulated_floor is not None:
             text += "\n" + "\n".join(val.format_floor(emulated_floor).splitlines()[:-1])
     return {"summary": summary, "paired": paired, "cells": cells, "doc": doc, "text": text}
+
+
+def validation_table(paired):
+    """The paired rows as the schema's validation table: a model run not
+    checked for a second steady state is not bistable and has no head-start
+    metrics (NaN)."""
+    t = paired.copy()
+    if "bistable" not in t:
+        t["bistable"] = False
+    t["bistable"] = t["bistable"].fillna(False).astype(bool)
+    for c in columns("validation"):
+        if c not in t:
+            t[c] = math.nan
+    return t[columns("validation")]
 
 
 def _json(x):

@@ -571,7 +571,7 @@ def _query_classes(table, postings: dict, thr) -> np.ndarray:
     """Class of each query of a user workload: of its most frequent term."""
     out = []
     for terms in table["terms"]:
-        p = max((postings.get(t, 0) for t in terms.split()), default=0)
+        p = max((postings.get(t, 0) for t in terms), default=0)
         out.append(thr.classify(p) if p else "")
     return np.array(out, dtype=object)
 
@@ -897,6 +897,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
     from tierlab.engine.index import Index
     from tierlab.engine.query import machine, run
     from tierlab.engine.workload import Thresholds
+    from tierlab.traces.schema import read_table
 
     if passes < 2:
         raise TierlabError(f"passes must be >= 2 (the last, warm pass is measured), not {passes}")
@@ -938,7 +939,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
             for r in range(repeats):
                 out = tmp / f"run-{len(tables)}-{r}.parquet"
                 run(index, w.path, out, k=k, passes=passes, placement=placement)
-                t = pd.read_parquet(out)
+                t = read_table(out)[1]
                 lat.append(t["latency_ns"].to_numpy(np.float64))
                 if progress:
                     progress(next(runs), len(wls) * repeats)
@@ -959,8 +960,8 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
             raise TierlabError(f"every {qtype} query of the workloads has a term that is not in "
                                f"{index}: nothing to fit")
     table = table[known & (table["latency_ns"] > 0)].copy()
-    table["shortest_postings"] = [min((int(x) for x in str(v).split()), default=0)
-                                  for v in table["term_postings"]]
+    table["shortest_postings"] = [min((int(postings.get(x, 0)) for x in terms), default=0)
+                                  for terms in table["terms"]]
     coef, fit, with_results = fit_table(table, decode)
     method = (f"tierlab.engine.query.run over {how}, {repeats} runs of {passes} passes "
               f"(last pass each) with the index placed '{placement or 'storage'}'; per-query "

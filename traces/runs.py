@@ -1,7 +1,9 @@
-"""A measured query run as a trace directory of the result schema
-(schema.yaml): run.parquet (one row), query.parquet (one row per query),
-term.parquet (one row per term occurrence). Written by `tierlab query run
---trace DIR`, read by `read_trace` and `tierlab trace inspect`."""
+"""A measured query run in the tables of the result schema (schema.yaml):
+run (one row), query (one row per query), term (one row per term
+occurrence), all with the summary's run_id. `tierlab query run` writes its
+query table to --out (Parquet or CSV) and, with --trace DIR, the three as
+DIR/run.parquet, query.parquet, term.parquet: a trace directory, read by
+`read_trace` (the model's replay) and `tierlab trace inspect`."""
 from __future__ import annotations
 
 import json
@@ -17,13 +19,17 @@ from tierlab.traces import schema
 TABLES = ("run", "query", "term")
 
 
-def write_query_run(trace_dir: str | os.PathLike, *, summary: dict, queries: list[list[str]],
-                    stats: np.ndarray, query_class: str = "") -> Path:
-    """Write one measured run. `stats` is the per-query record array of the
-    reported pass (tierlab.engine.index.Index.run_batch), `summary` the run summary."""
-    d = Path(trace_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    run_id = uuid.uuid4().hex
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def query_run_tables(*, summary: dict, queries: list[list[str]], stats: np.ndarray,
+                     query_class: str = "", tables=TABLES) -> dict:
+    """{table name: columns} of one measured run, for the names in `tables`
+    (of run, query, term). `stats` is the per-query record array of the
+    reported pass (tierlab.engine.index.Index.run_batch), `summary` the run
+    summary (its run_id, else a new one)."""
+    run_id = summary.get("run_id") or new_run_id()
     n = len(queries)
     man = summary.get("index_manifest", {})
     run = {
@@ -52,17 +58,30 @@ def write_query_run(trace_dir: str | os.PathLike, *, summary: dict, queries: lis
         "did_bytes_read": br[:, 2], "freq_bytes_read": br[:, 3],
         "results": col("results"), "unknown_terms": col("unknown_terms"),
     }
+    out = {"run": run, "query": query}
+    if "term" not in tables:
+        return {k: out[k] for k in tables}
     qid = [i for i, q in enumerate(queries) for _ in q]
     pos = [j for q in queries for j in range(len(q))]
     per_term = (lambda name: [int(stats[name][i][j]) for i, j in zip(qid, pos)])
-    term = {
+    out["term"] = {
         "run_id": [run_id] * len(qid), "source": ["measured"] * len(qid),
         "query_id": qid, "term_pos": pos, "term": [queries[i][j] for i, j in zip(qid, pos)],
         "postings": per_term("term_postings"), "blocks_total": per_term("term_blocks_total"),
         "blocks_decoded": per_term("term_blocks_decoded"),
     }
-    for name, data in (("run", run), ("query", query), ("term", term)):
-        schema.write_table(name, data, d / f"{name}.parquet")
+    return {k: out[k] for k in tables}
+
+
+def write_query_run(trace_dir: str | os.PathLike, *, summary: dict, queries: list[list[str]],
+                    stats: np.ndarray, query_class: str = "") -> Path:
+    """Write one measured run as a trace directory (query_run_tables)."""
+    d = Path(trace_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    tables = query_run_tables(summary=summary, queries=queries, stats=stats,
+                              query_class=query_class)
+    for name in TABLES:
+        schema.write_table(name, tables[name], d / f"{name}.parquet")
     return d
 
 

@@ -1,5 +1,6 @@
-"""`tierlab query run|terms` end to end: the per-query table, the summary,
-the top-k TSV, the page-cache drop and the placement report."""
+"""`tierlab query run|terms` end to end: the per-query table (the result
+schema's `query` table, Parquet or CSV), the summary, the top-k TSV, the
+page-cache drop and the placement report."""
 from __future__ import annotations
 
 import json
@@ -16,10 +17,7 @@ from index_helpers import random_corpus, write  # noqa: E402
 from tierlab.cli import main  # noqa: E402
 from tierlab.engine.index import build  # noqa: E402
 
-COLUMNS = ["query_id", "query_type", "terms", "latency_ns", "postings_scored", "blocks_total",
-           "blocks_decoded", "freq_blocks_decoded", "dict_bytes_read", "skip_bytes_read",
-           "did_bytes_read", "freq_bytes_read", "results", "unknown_terms", "term_postings",
-           "term_blocks_total", "term_blocks_decoded"]
+from tierlab.traces import schema  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +40,18 @@ def test_run_writes_table_summary_and_hits(setup, tmp_path, capsys, ext):
                "--k", "5", "--passes", "2", "--drop-caches", "fadvise", "--results", str(hits),
                "--place", f"dict=dram,skip=pm:{tmp_path}", "--quiet"])
     assert rc == 0
-    t = pd.read_parquet(out) if ext == "parquet" else pd.read_csv(out, keep_default_na=False)
-    assert list(t.columns) == COLUMNS
+    name, t = schema.read_table(out)
+    assert name == "query" and list(t.columns) == schema.columns("query")
     assert list(t["query_type"]) == ["single", "and", "and", "single", "single"]
-    assert list(t["terms"]) == ["t0", "every rare", "t1 t2", "nosuchterm", "t3"]
+    assert [list(x) for x in t["terms"]] == [["t0"], ["every", "rare"], ["t1", "t2"],
+                                             ["nosuchterm"], ["t3"]]
     assert list(t["unknown_terms"]) == [0, 0, 0, 1, 0]
     assert (t["latency_ns"] > 0).all()
     s = json.loads((tmp_path / "r.summary.json").read_text())
+    assert set(t["run_id"]) == {s["run_id"]} and set(t["source"]) == {"measured"}
+    if ext == "csv":  # a plain CSV: the terms space-separated
+        plain = pd.read_csv(out, keep_default_na=False)
+        assert list(plain["terms"]) == ["t0", "every rare", "t1 t2", "nosuchterm", "t3"]
     for key in ("qps", "latency_mean_ns", "latency_p50_ns", "latency_p99_ns", "latency_p999_ns"):
         assert s[key] > 0
     assert s["queries"] == 5 and s["unknown_queries"] == 1 and len(s["per_pass"]) == 2

@@ -1,25 +1,62 @@
-"""The result schema: golden column list, checked writes and reads."""
+"""The result schema: golden column list, checked writes and reads (Parquet
+and CSV), and reading tables of an older schema version."""
+import csv
+import math
+
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from tierlab.core.errors import TierlabError
 from tierlab.traces import schema
 
 # Golden: changing a column must be a deliberate act (bump schema_version).
-GOLDEN_V2 = {
+# v3 added the table validation; the tables of v2 are unchanged.
+GOLDEN_V3 = {
     "query": ["run_id", "source", "query_id", "query_type", "query_class", "terms", "latency_ns",
               "postings_scored", "blocks_total", "blocks_decoded", "freq_blocks_decoded",
               "dict_bytes_read", "skip_bytes_read", "did_bytes_read", "freq_bytes_read",
               "results", "unknown_terms"],
     "term": ["run_id", "source", "query_id", "term_pos", "term", "postings", "blocks_total",
              "blocks_decoded"],
+    "validation": [
+        "config", "policy", "device", "query_type", "query_class", "rp", "cores", "cache_bytes",
+        "segment_bytes", "lookahead", "dram_budget_bytes", "cell", "row_id",
+        "qps_measured", "latency_p99_ns_measured", "page_cache_miss_rate_measured",
+        "segment_cache_miss_rate_measured", "storage_bytes_read_measured",
+        "worker_stall_ns_measured", "query_wait_ns_measured", "latency_mean_ns_measured",
+        "qps_model", "latency_p99_ns_model", "page_cache_miss_rate_model",
+        "segment_cache_miss_rate_model", "storage_bytes_read_model", "worker_stall_ns_model",
+        "query_wait_ns_model", "latency_mean_ns_model", "bistable", "qps_head_start",
+        "latency_p99_ns_head_start", "page_cache_miss_rate_head_start",
+        "segment_cache_miss_rate_head_start", "qps_rel_error", "latency_p99_ns_rel_error",
+        "latency_mean_ns_rel_error", "storage_bytes_read_rel_error", "page_cache_miss_rate_pp",
+        "segment_cache_miss_rate_pp", "diagnosis"],
 }
+KEYS = {"run": ["run_id"], "query": ["run_id", "query_id"],
+        "term": ["run_id", "query_id", "term_pos"], "cache_run": ["run_id"],
+        "cache_query": ["run_id", "core", "query_id"],
+        "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"]}
 
 
 def test_golden_columns():
-    assert schema.version() == 2
-    for table, cols in GOLDEN_V2.items():
+    assert schema.version() == 3
+    for table, cols in GOLDEN_V3.items():
         assert schema.arrow_schema(table).names == cols
+    assert {t: schema.key(t) for t in schema.tables()} == KEYS
+
+
+def test_validation_pairs_the_compared_cache_run_columns():
+    """The validation table is analysis/validation.py's pair() of two cache_run
+    tables: its parameters and metrics are cache_run's, of the same types."""
+    run = schema.arrow_schema("cache_run")
+    val = schema.arrow_schema("validation")
+    for k in schema.RUN_PARAMS:
+        assert k in val.names
+    for k in schema.RUN_METRICS:
+        for side in ("measured", "model"):
+            assert val.field(f"{k}_{side}").type == run.field(k).type
+    assert "source" not in val.names  # a pair of two sources
 
 
 def _term_rows(source="measured"):
@@ -48,10 +85,33 @@ def test_unknown_source_refused(tmp_path):
         schema.write_table("term", _term_rows("guess"), tmp_path / "b.parquet")
 
 
-def test_foreign_version_names_both(tmp_path, monkeypatch):
-    p = schema.write_table("term", _term_rows(), tmp_path / "b.parquet")
-    monkeypatch.setitem(schema.spec(), "schema_version", 3)
-    with pytest.raises(TierlabError, match="schema version 2, this tierlab knows version 3"):
+def _with_version(tmp_path, name, data, v, monkeypatch):
+    """A table written by a tierlab whose schema is version v."""
+    with monkeypatch.context() as m:
+        m.setitem(schema.spec(), "schema_version", v)
+        return schema.write_table(name, data, tmp_path / f"v{v}.parquet")
+
+
+def test_newer_version_names_both(tmp_path, monkeypatch):
+    p = _with_version(tmp_path, "term", _term_rows(), 4, monkeypatch)
+    with pytest.raises(TierlabError, match="schema version 4, this tierlab knows version 3"):
+        schema.read_table(p)
+
+
+def test_older_version_of_an_unchanged_table_is_read(tmp_path, monkeypatch):
+    p = _with_version(tmp_path, "term", _term_rows(), 2, monkeypatch)
+    assert pq.read_schema(p).metadata[b"tierlab.schema_version"] == b"2"
+    name, df = schema.read_table(p)
+    assert name == "term" and df["postings"].tolist() == [700, 12]
+
+
+def test_older_version_of_a_changed_table_names_both(tmp_path, monkeypatch):
+    p = _with_version(tmp_path, "term", _term_rows(), 2, monkeypatch)
+    cols = schema.spec()["tables"]["term"]["columns"]
+    monkeypatch.setitem(schema.spec()["tables"]["term"], "columns",
+                        cols + [{"name": "bytes", "type": "int64", "desc": "new in v3"}])
+    with pytest.raises(TierlabError, match="table 'term' of schema version 2 differs from "
+                       "version 3.*missing bytes"):
         schema.read_table(p)
 
 
@@ -60,3 +120,56 @@ def test_not_parquet(tmp_path):
     p.write_text("hello")
     with pytest.raises(TierlabError, match="not a readable Parquet"):
         schema.read_table(p)
+
+
+def test_csv_round_trip(tmp_path):
+    q = {"run_id": ["r1"] * 2, "source": ["measured"] * 2, "query_id": [0, 1],
+         "query_type": ["single", "and"], "query_class": ["H", ""],
+         "terms": [["apple"], ["apple", "pear"]],
+         **{c: [3, 4] for c in schema.columns("query")[6:]}}
+    p = schema.write_table("query", q, tmp_path / "q.csv")
+    assert p.read_text().splitlines()[2].startswith("r1,measured,1,and,,apple pear,")
+    name, df = schema.read_table(p)
+    assert name == "query" and [list(x) for x in df["terms"]] == [["apple"], ["apple", "pear"]]
+    _, want = schema.read_table(schema.write_table("query", q, tmp_path / "q.parquet"))
+    pd.testing.assert_frame_equal(df, want)
+
+
+def test_csv_floats_nan_and_columns_in_any_order(tmp_path):
+    cols = schema.columns("cache_timeline")
+    rows = pd.DataFrame({c: [1, 2] for c in cols}).assign(source="model")
+    p = tmp_path / "t.csv"
+    rows[list(reversed(cols))].to_csv(p, index=False)
+    assert schema.read_table(p)[0] == "cache_timeline"
+    row = {f.name: "x" if str(f.type) == "string" else 1
+           for f in schema.arrow_schema("cache_run")}
+    row.update(source="model", qps=1 / 3, segment_cache_miss_rate=math.nan, rp=math.inf,
+               params='{"a": 1, "b": "two"}')
+    p = schema.write_table("cache_run", {k: [v] for k, v in row.items()}, tmp_path / "c.csv")
+    _, df = schema.read_table(p)
+    assert df["qps"][0] == 1 / 3 and math.isnan(df["segment_cache_miss_rate"][0])
+    assert df["rp"][0] == math.inf and df["params"][0] == '{"a": 1, "b": "two"}'
+    with open(p, newline="") as f:
+        assert schema.csv_row("cache_run", row) == list(csv.reader(f))[1]
+
+
+def test_csv_that_is_no_table_says_what_differs(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text("run_id,source,query_id,colour\nr,measured,0,red\n")
+    with pytest.raises(TierlabError, match="header is no table of schema v3 \\(nearest "):
+        schema.read_table(p)
+    p.write_text("")
+    with pytest.raises(TierlabError, match="empty"):
+        schema.read_table(p)
+    _term_rows().assign(postings=["many", "12"]).to_csv(p, index=False)
+    with pytest.raises(TierlabError, match="line 2: column postings \\(int64\\) holds 'many'"):
+        schema.read_table(p)
+
+
+def test_csv_refuses_a_word_with_a_space(tmp_path):
+    q = {c: [0] for c in schema.columns("query")}
+    q.update(run_id=["r"], source=["measured"], query_type=["and"], query_class=[""],
+             terms=[["new york"]])
+    with pytest.raises(TierlabError, match="words without spaces"):
+        schema.write_table("query", q, tmp_path / "q.csv")
+    assert not list(tmp_path.iterdir())

@@ -24,13 +24,15 @@ def register(sub) -> None:
         description="Run WORKLOAD (one query per line: one term = SINGLE, terms joined by "
         "spaces or AND = AND) against INDEX: drop the index from the page cache (--drop-caches), "
         "open it with --place, pin to one CPU, run --passes passes and report the last. Writes "
-        "one row per query to --out (.parquet or .csv) and a summary (qps, latency mean/p50/"
+        "the query table of the result schema (one row per query; traces/schema.yaml) to --out "
+        "(.parquet or .csv) and a summary (qps, latency mean/p50/"
         "p99/p99.9, placement, cache drop, machine) to OUT-STEM.summary.json.",
         epilog="example: tierlab query run data/idx data/h.queries --out runs/h.parquet "
         "--drop-caches --place dict=dram,skip=dram")
     r.add_argument("index", metavar="INDEX")
     r.add_argument("workload", metavar="WORKLOAD")
-    r.add_argument("--out", required=True, metavar="FILE", help="results table, .parquet or .csv")
+    r.add_argument("--out", required=True, metavar="FILE",
+                   help="the query table, .parquet or .csv")
     r.add_argument("--passes", type=positive_int, default=2,
                    help="passes over the workload; the last is reported (default 2: warm)")
     r.add_argument("--drop-caches", nargs="?", const="auto", metavar="METHOD",

@@ -1,53 +1,237 @@
-"""`tierlab trace inspect`: summarise a trace directory or one result table
-(traces/schema.yaml), checking it against the schema on the way."""
+"""`tierlab trace inspect PATH`: find the result tables (traces/schema.yaml)
+of a file or a folder (tierlab.traces.read), check each against the schema
+and print a summary per table kind. Exit status 0 when every table passed;
+2 with one line per failing table on stderr (the others still summarised),
+or with one line when PATH holds no table."""
 from __future__ import annotations
 
+import argparse
+import math
+import sys
+from collections import Counter, defaultdict
 from pathlib import Path
+
+from tierlab.cli.args import paragraphs
+
+MANY = 12  # more rows than this are summarised by group, not listed
+
+_DESCRIPTION = paragraphs(
+    "Check result tables against the schema (traces/schema.yaml) and summarise them. PATH is "
+    "one table (.parquet, or .csv with a table's columns as its header) or a folder: every "
+    "table below it is found, checked and summarised per kind; a row repeated in several "
+    "files (a sweep's merged cache_run and its cells') is counted once.",
+    "Tables the commands write: `tierlab query run --out` (query) and `--trace DIR` (run, "
+    "query, term); `tierlab apcache run --out` and `tierlab model run --out` (cache_run, "
+    "cache_query, cache_timeline); `tierlab model sweep` and `model reference` (the same per "
+    "cell under cells/, merged as cache_run.parquet and cache_run.csv); `tierlab validate` "
+    "(measured.parquet and model.parquet: cache_run; validation.csv: validation; under rows/ "
+    "each row's runs and CPU trace).",
+    "Printed per kind: runs with QPS and latency percentiles; APCache runs with configuration, "
+    "device, cache size, QPS, p99 and miss rates (grouped when there are many); queries per "
+    "type and class; terms; latency and prefetch waits per query; timelines; validation rows "
+    "with the model's errors and diagnoses.",
+    "A table that fails its check is named on stderr (the others are still summarised) and the "
+    "exit status is 2; a PATH without tables is one line and exit status 2.")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("trace", help="look at traces written in the result schema",
-                       description="Traces: the run, query and term tables every measured run, "
-                       "model run and simulator writes (traces/schema.yaml).")
+    p = sub.add_parser("trace", help="check and summarise result tables (traces/schema.yaml)",
+                       description="Traces: the result tables every tierlab run writes "
+                       "(traces/schema.yaml): query runs, APCache runs of the runtime and the "
+                       "model, validation rows.")
     cmds = p.add_subparsers(dest="command", metavar="COMMAND")
     cmds.required = True
-    i = cmds.add_parser("inspect", help="check a trace against the schema and summarise it",
-                        description="Check each table of a trace directory (or one .parquet "
-                        "table) against the schema and print rows, sources and the headline "
-                        "numbers: QPS and latency percentiles per run, queries per type and class, "
-                        "postings and blocks per term.",
-                        epilog="example: tierlab trace inspect runs/and-h.trace")
-    i.add_argument("path", metavar="PATH", help="a trace directory or one table file")
+    i = cmds.add_parser("inspect", help="check result tables against the schema and summarise "
+                        "them", description=_DESCRIPTION,
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="examples:\n  tierlab trace inspect runs/and-h.parquet\n"
+                        "  tierlab trace inspect runs/and-h.trace\n"
+                        "  tierlab trace inspect model-sweep")
+    i.add_argument("path", metavar="PATH", help="a table file (.parquet, .csv) or a folder")
     i.set_defaults(func=run_inspect)
 
 
 def run_inspect(args) -> int:
     from tierlab.traces import schema
-    from tierlab.traces.runs import read_trace
+    from tierlab.traces.read import find_tables, read_tables
 
     path = Path(args.path)
-    if path.is_dir():
-        tables = read_trace(path)
-    else:
-        name, df = schema.read_table(path)
-        tables = {name: df}
-    print(f"schema version {schema.version()}: {path}")
-    for name, df in tables.items():
-        sources = ", ".join(sorted(df["source"].unique())) if len(df) else "-"
-        print(f"\n{name}: {len(df):,} rows (source: {sources})")
-        if name == "run":
-            for _, r in df.iterrows():
-                print(f"  {r.run_id[:8]}  {r.codec or '-':<14} {r.queries:>8,} queries  "
-                      f"{r.qps:>12,.0f} QPS  p50 {r.latency_p50_ns / 1e3:.1f} us  "
-                      f"p99 {r.latency_p99_ns / 1e3:.1f} us  p99.9 {r.latency_p999_ns / 1e3:.1f} us")
-        elif name == "query" and len(df):
-            by = df.groupby(["query_type", "query_class"], dropna=False)["latency_ns"]
-            for (qtype, qclass), lat in by:
-                print(f"  {qtype:<7} {qclass or '-':<2} {len(lat):>8,} queries  "
-                      f"mean {lat.mean() / 1e3:.1f} us  p99 {lat.quantile(0.99) / 1e3:.1f} us")
-            print(f"  blocks decoded {df.blocks_decoded.sum():,} of {df.blocks_total.sum():,}; "
-                  f"DID+freq bytes {int(df.did_bytes_read.sum() + df.freq_bytes_read.sum()):,}")
-        elif name == "term" and len(df):
-            print(f"  {df.term.nunique():,} distinct terms; postings per occurrence: "
-                  f"median {df.postings.median():,.0f}, max {df.postings.max():,}")
-    return 0
+    skipped: list = []
+    found = find_tables(path, skipped)
+    errors: list | None = [] if path.is_dir() else None  # one file: its error is the answer
+    kinds = read_tables(found, errors)
+    what = f" ({len(found):,} table files)" if path.is_dir() else ""
+    print(f"schema version {schema.version()}: {path}{what}")
+    for t in kinds.values():
+        _kind(path, t)
+    if skipped:
+        print(f"\nskipped {len(skipped):,} file(s) that hold no result table:")
+        for p, why in skipped[:5]:
+            print(f"  {_rel(path, p)}: {why}")
+        if len(skipped) > 5:
+            print(f"  ... and {len(skipped) - 5:,} more")
+    for e in errors or []:
+        print(f"tierlab: error: {e}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+# --- per table kind --------------------------------------------------------------------------
+
+def _kind(base: Path, t) -> None:
+    df = t.df
+    sources = ", ".join(sorted(df["source"].unique())) if "source" in df and len(df) else "-"
+    print(f"\n{t.name}: {len(df):,} rows" + (f" (source: {sources})" if "source" in df else ""))
+    if base.is_dir():
+        print(f"  files: {_where(base, t.files)}")
+        if t.rows_in_files != len(df):
+            print(f"  ({t.rows_in_files:,} rows in the files; a row in several files counted "
+                  f"once)")
+    if len(df):
+        _SUMMARY[t.name](df)
+
+
+def _run(df) -> None:
+    if len(df) <= MANY:
+        for _, r in df.sort_values(["started_at", "run_id"]).iterrows():
+            print(f"  {r.run_id[:8]}  {r.codec or '-':<14} {r.queries:>8,} queries  "
+                  f"{r.qps:>12,.0f} QPS  p50 {_ns(r.latency_p50_ns):>9}  p99 "
+                  f"{_ns(r.latency_p99_ns):>9}  p99.9 {_ns(r.latency_p999_ns):>9}")
+        return
+    for codec, g in df.groupby("codec"):
+        print(f"  {codec or '-':<14} {_n(len(g), 'run'):>10}  QPS {_range(g.qps)}  "
+              f"p99 median {_ns(g.latency_p99_ns.median())}")
+
+
+def _cache_run(df) -> None:
+    if len(df) <= MANY:
+        order = ["source", "config", "device", "query_type", "cores", "cache_bytes", "started_at"]
+        for _, r in df.sort_values(order).iterrows():
+            print(f"  {r.source:<8} {r.config:<15} {r.device:<14} {r.query_type:<6} "
+                  f"{_n(r.cores, 'core'):>7}  "
+                  f"cache {_bytes(r.cache_bytes):>10}  {r.qps:>10,.0f} QPS  p99 "
+                  f"{_ns(r.latency_p99_ns):>9}  miss rate: page {_pct(r.page_cache_miss_rate)}, "
+                  f"segment {_pct(r.segment_cache_miss_rate)}")
+        return
+    for (source, config, device, qtype), g in df.groupby(["source", "config", "device",
+                                                         "query_type"]):
+        print(f"  {source:<8} {config:<15} {device:<14} {qtype:<6} {_n(len(g), 'run'):>9}  cache "
+              f"{_bytes(g.cache_bytes.min())}-{_bytes(g.cache_bytes.max())}  "
+              f"QPS {_range(g.qps)}  p99 median {_ns(g.latency_p99_ns.median())}  "
+              f"miss rate median: page {_pct(g.page_cache_miss_rate.median())}, "
+              f"segment {_pct(g.segment_cache_miss_rate.median())}")
+
+
+def _query(df) -> None:
+    runs = df.run_id.nunique()
+    if runs > 1:
+        print(f"  {_n(runs, 'run')}")
+    by = df.groupby(["query_type", "query_class"], dropna=False)["latency_ns"]
+    for (qtype, qclass), lat in by:
+        print(f"  {qtype:<7} {qclass or '-':<2} {len(lat):>8,} queries  "
+              f"mean {_ns(lat.mean())}  p99 {_ns(lat.quantile(0.99))}")
+    print(f"  blocks decoded {df.blocks_decoded.sum():,} of {df.blocks_total.sum():,}; "
+          f"DID+freq bytes {int(df.did_bytes_read.sum() + df.freq_bytes_read.sum()):,}")
+
+
+def _term(df) -> None:
+    print(f"  {df.term.nunique():,} distinct terms; postings per occurrence: "
+          f"median {df.postings.median():,.0f}, max {df.postings.max():,}")
+
+
+def _cache_query(df) -> None:
+    lat = df.latency_ns
+    wait = df.wait_ns.sum() / lat.sum() if lat.sum() else math.nan
+    terms = df.terms.sum()
+    print(f"  {_n(df.run_id.nunique(), 'run')}, {len(df):,} queries: latency mean "
+          f"{_ns(lat.mean())}, p99 {_ns(lat.quantile(0.99))}; waiting for prefetched terms "
+          f"{_pct(wait)} of it")
+    print(f"  segment-cache misses {df.segment_cache_misses.sum():,} of {terms:,} term "
+          f"occurrences; page-cache misses {df.page_cache_misses.sum():,}")
+
+
+def _cache_timeline(df) -> None:
+    print(f"  {_n(df.run_id.nunique(), 'run')}, {len(df):,} samples over up to "
+          f"{df.t_ns.max() / 1e9:,.3f} s: lookahead up to {df.lookahead_queries.max():,} queries "
+          f"(mean {df.lookahead_queries.mean():,.1f}), cache used up to "
+          f"{_bytes(df.cache_used_bytes.max())}, storage read up to "
+          f"{_bytes(df.storage_bytes_read.max())} per core")
+
+
+def _validation(df) -> None:
+    qps, p99 = df.qps_rel_error.abs(), df.latency_p99_ns_rel_error.abs()
+    miss = df[["page_cache_miss_rate_pp", "segment_cache_miss_rate_pp"]].abs().max().max()
+    print(f"  {_n(len(df), 'row')} in {_n(df.cell.nunique(), 'cell')}: |QPS error| median "
+          f"{_pct(qps.median())}, p90 {_pct(qps.quantile(0.9))}; |p99 error| median "
+          f"{_pct(p99.median())}; miss rates off by at most "
+          + ("-" if math.isnan(miss) else f"{miss:.1f} points"))
+    print("  diagnosis: " + "; ".join(f"{d} {n}" for d, n in df.diagnosis.value_counts().items()))
+    if len(df) <= MANY:
+        for _, r in df.sort_values(["device", "query_type", "cache_bytes", "config"]).iterrows():
+            print(f"  {r.config:<15} {r.device:<14} {r.query_type:<6} cache "
+                  f"{_bytes(r.cache_bytes):>10}  QPS {r.qps_measured:>10,.0f} measured "
+                  f"{r.qps_model:>10,.0f} model ({_signed(r.qps_rel_error)}), p99 "
+                  f"{_signed(r.latency_p99_ns_rel_error)}: {r.diagnosis}")
+
+
+_SUMMARY = {"run": _run, "query": _query, "term": _term, "cache_run": _cache_run,
+            "cache_query": _cache_query, "cache_timeline": _cache_timeline,
+            "validation": _validation}
+
+
+# --- formatting --------------------------------------------------------------------------------
+
+def _n(count, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+def _nan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def _ns(x) -> str:
+    if _nan(x):
+        return "-"
+    return f"{x / 1e6:,.1f} ms" if x >= 1e6 else f"{x / 1e3:,.1f} us"
+
+
+def _pct(x) -> str:
+    return "-" if _nan(x) else f"{100 * x:.1f} %"
+
+
+def _signed(x) -> str:
+    return "-" if _nan(x) else f"{100 * x:+.1f} %"
+
+
+def _bytes(n) -> str:
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return ""  # unreachable
+
+
+def _range(s) -> str:
+    return f"{s.min():,.0f}-{s.max():,.0f} (median {s.median():,.0f})"
+
+
+def _rel(base: Path, p: Path) -> str:
+    try:
+        return str(p.relative_to(base))
+    except ValueError:
+        return str(p)
+
+
+def _where(base: Path, files: list) -> str:
+    """The files of one table kind, those in folders with more than two
+    siblings (a sweep's cells/<id>/, validate's rows/<id>/) as one pattern
+    with '*'; at most four patterns."""
+    parts = [Path(_rel(base, p)).parts for p in files]
+    siblings = defaultdict(set)
+    for ps in parts:
+        for i in range(len(ps) - 1):
+            siblings[ps[:i]].add(ps[i])
+    pats = Counter("/".join("*" if i < len(ps) - 1 and len(siblings[ps[:i]]) > 2 else x
+                            for i, x in enumerate(ps)) for ps in parts)
+    shown = [p if n == 1 else f"{p} ({n:,})" for p, n in pats.items()]
+    return ", ".join(shown[:4]) + (f" and {len(shown) - 4:,} more" if len(shown) > 4 else "")

@@ -6,17 +6,16 @@ posix_fadvise DONTNEED per file; or the method asked for), opens the index with 
 placement, pins the thread to one CPU, runs the workload `passes` times in C
 (tierlab_query_batch: no per-query Python overhead) and reports the LAST pass
 (the warm one when passes >= 2). Output:
-  - a table (Parquet or CSV by extension), one row per query of the reported
-    pass: query_id, query_type, terms, latency_ns, postings_scored,
-    blocks_total, blocks_decoded, freq_blocks_decoded, dict_bytes_read,
-    skip_bytes_read, did_bytes_read, freq_bytes_read, results, unknown_terms,
-    term_postings, term_blocks_total, term_blocks_decoded (the per-term
-    columns are space-separated, in the order of `terms`);
-  - `<out stem>.summary.json` next to it: qps, latency_mean_ns,
-    latency_p50_ns, latency_p99_ns, latency_p999_ns for the reported pass and
-    every pass, how the cache was dropped, where every file lived and how
-    that was verified, the machine;
-  - optionally a TSV of the top-k: query_id, rank, did, score.
+  - the `query` table of the result schema (traces/schema.yaml; Parquet or
+    CSV by extension), one row per query of the reported pass;
+  - `<out stem>.summary.json` next to it: the run_id of the table's rows;
+    qps, latency_mean_ns, latency_p50_ns, latency_p99_ns, latency_p999_ns for
+    the reported pass and every pass, how the cache was dropped, where every
+    file lived and how that was verified, the machine;
+  - optionally a TSV of the top-k: query_id, rank, did, score;
+  - optionally (`trace`) a trace directory: the run, query and term tables
+    (tierlab.traces.runs), the term table holding each term's postings and
+    blocks.
 qps = queries / wall time of the C loop of the pass (lookups, decoding,
 scoring, sorting; no Python). Bytes "read" are what the algorithm touched in
 each file, not device traffic.
@@ -147,6 +146,8 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         trace: str | os.PathLike | None = None, progress=None) -> dict:
     """Run a workload file (see the module docstring); returns the summary."""
     from tierlab.engine.workload import read_queries
+    from tierlab.traces import runs
+    from tierlab.traces.schema import write_table
 
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
@@ -184,15 +185,11 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
     finally:
         if affinity is not None:
             os.sched_setaffinity(0, affinity)  # the caller's process, as it was
-    table = _table(queries, st)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".parquet":
-        table.to_parquet(out, index=False)
-    else:
-        table.to_csv(out, index=False)
     if results is not None:
         _write_hits(results, hits, nhits)
     summary = {
+        "run_id": runs.new_run_id(),
         "index": str(index), "workload": str(workload), "out": str(out),
         "k": k, "passes": passes, "reported_pass": passes,
         "reported": "last pass (warm when passes >= 2)",
@@ -215,12 +212,14 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         "tierlab_version": __version__,
         "placement_request": placement or "storage",
     }
+    qclass = _workload_class(workload)
+    table = runs.query_run_tables(summary=summary, queries=queries, stats=st,
+                                  query_class=qclass, tables=("query",))["query"]
+    write_table("query", table, out)
     summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
     if trace is not None:
-        from tierlab.traces.runs import write_query_run
-
-        write_query_run(trace, summary=summary, queries=queries, stats=st,
-                        query_class=_workload_class(workload))
+        runs.write_query_run(trace, summary=summary, queries=queries, stats=st,
+                             query_class=qclass)
         summary["trace"] = str(trace)
     return summary
 
@@ -232,32 +231,6 @@ def _workload_class(workload) -> str:
         return str(json.loads(side.read_text()).get("generator", {}).get("class", "") or "")
     except (OSError, ValueError, AttributeError):
         return ""
-
-
-def _table(queries, st):
-    import pandas as pd
-
-    n = len(queries)
-    def per_term(col):
-        return [" ".join(str(int(v)) for v in st[col][i][:len(queries[i])]) for i in range(n)]
-    br = st["bytes_read"] if n else np.zeros((0, 4), dtype=np.uint64)
-    return pd.DataFrame({
-        "query_id": np.arange(n, dtype=np.int64),
-        "query_type": ["single" if len(q) == 1 else "and" for q in queries],
-        "terms": [" ".join(q) for q in queries],
-        "latency_ns": st["latency_ns"] if n else [],
-        "postings_scored": st["postings_scored"] if n else [],
-        "blocks_total": st["blocks_total"] if n else [],
-        "blocks_decoded": st["blocks_decoded"] if n else [],
-        "freq_blocks_decoded": st["freq_blocks_decoded"] if n else [],
-        "dict_bytes_read": br[:, 0], "skip_bytes_read": br[:, 1],
-        "did_bytes_read": br[:, 2], "freq_bytes_read": br[:, 3],
-        "results": st["results"] if n else [],
-        "unknown_terms": st["unknown_terms"] if n else [],
-        "term_postings": per_term("term_postings"),
-        "term_blocks_total": per_term("term_blocks_total"),
-        "term_blocks_decoded": per_term("term_blocks_decoded"),
-    })
 
 
 def _write_hits(path, hits, nhits) -> None:

@@ -11,8 +11,10 @@ OUT/cells/<cell id>/ (atomically) and appends its row to OUT/cache_run.csv,
 so an interrupted sweep loses nothing but the cells in flight; a rerun
 skips the cells whose folder holds a cache_run.parquet. When the sweep ends
 (or is interrupted), OUT/cache_run.parquet and OUT/cache_run.csv are
-rebuilt from all finished cells. A cell id is a digest of the cell's
-configuration (without `out`), so the same cell always has the same id.
+rebuilt from all finished cells. All are the result schema's cache_run
+table (traces/schema.yaml), the CSV too (`tierlab trace inspect OUT`). A
+cell id is a digest of the cell's configuration (without `out`), so the
+same cell always has the same id.
 """
 from __future__ import annotations
 
@@ -135,27 +137,36 @@ def collect(out: Path):
 
 
 def write_merged(out: Path):
-    """OUT/cache_run.parquet and .csv from the finished cells; the DataFrame."""
+    """OUT/cache_run.parquet and .csv (the same table) from the finished
+    cells; the DataFrame."""
     from tierlab.traces.schema import write_table
 
     df = collect(out)
     if df is None:
         return None
     write_table("cache_run", df, out / "cache_run.parquet")
-    tmp = out / f".cache_run.csv.tmp-{os.getpid()}"
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, out / "cache_run.csv")
+    write_table("cache_run", df, out / "cache_run.csv")
     return df
 
 
 def _append_csv(out: Path, row: dict) -> None:
+    """Append a finished cell's row to OUT/cache_run.csv, spelled and ordered
+    as write_table writes the table (a file in another column order is
+    rebuilt from the cells instead, this one's included)."""
+    from tierlab.traces.schema import columns, csv_row
+
     path = out / "cache_run.csv"
     new = not path.exists()
+    if not new:
+        with open(path, newline="") as f:
+            if next(csv.reader(f), []) != columns("cache_run"):
+                write_merged(out)
+                return
     with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
+        w = csv.writer(f, lineterminator="\n")
         if new:
-            w.writeheader()
-        w.writerow(row)
+            w.writerow(columns("cache_run"))
+        w.writerow(csv_row("cache_run", row))
 
 
 def mp_fork() -> bool:

@@ -90,7 +90,7 @@ def cpu_trace(index: Path, workload: Path, k: int, out: Path) -> None:
     from tierlab.engine import query
 
     out.mkdir(parents=True, exist_ok=True)
-    query.run(index, workload, out / "queries.parquet", k=k, placement="dram", passes=2,
+    query.run(index, workload, out / "query.parquet", k=k, placement="dram", passes=2,
               trace=out)
 
 
