@@ -738,7 +738,7 @@ def core_costs(index, workload, *, k: int = 1024, placement: str | None = DEFAUL
     reference's duplicated shards, one per core): they share the last-level
     cache and the memory bandwidth. For n = 1 .. min(allowed CPUs, max_cores),
     `rounds` rounds of the workload run alone on the first CPU and then on n
-    CPUs together, alternating (the speed of memory-bound code on a VM drifts
+    CPUs together, alternating (the speed of memory-bound code can drift
     over seconds, so each together run is compared with the alone run next to
     it); cpu_factor[n] = median over rounds of (mean summed latency together) /
     (summed latency alone). The model multiplies a query's CPU time by it

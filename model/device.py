@@ -30,7 +30,7 @@ class Slots:
 
     A free slot is taken without an event (only a request that must queue
     gets one): a simpy.Resource request and release are events, several
-    times the Python cost of a take here, and the model issues one per
+    times the Python cost of a Slots.take, and the model issues one per
     device read. Lifecycle: `free` slots; `take()` returns None (got one) or an
     event that fires when a slot is handed over; `give()` hands the slot to
     the oldest waiter or frees it."""

@@ -861,8 +861,8 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
 int tierlab_apcache_handoff_ns(uint32_t n, double *wake_ns, double *signal_ns);
 
 /* The same n rounds, every one: wake_ns[n] and signal_ns[n] (sorted). A
- * wake-up's tail matters, not only its median: on a VM a few in a thousand
- * take 0.3-9 ms (the vCPU was not running), and one such wait can tip a
+ * wake-up's tail matters, not only its median: a rare wake-up takes far
+ * longer (its vCPU was not running), and one such wait can tip a
  * prefetching run into another state (the model draws each wake-up from
  * these). The two threads are pinned to two allowed CPUs when there are
  * two, as the runtime pins its query thread and worker. */

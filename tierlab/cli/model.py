@@ -38,8 +38,8 @@ _REF_HELP = paragraphs(
     "lookahead 16/64 vs adaptive at small caches, and 1-4 cores on HDD, SAS SSD and NVMe. "
     "Prints the numbers behind each trend and whether it holds (computed from the results), "
     "writes OUT/trends.json and the figures (qps_vs_cache.png, lookahead.png, dram.png, "
-    "multicore.png). Finished cells are kept: a rerun continues. About 5 minutes on 2 cores "
-    "(about 2 more the first time, to measure the cost table).")
+    "multicore.png). Finished cells are kept: a rerun continues. A few minutes on 2 cores "
+    "(longer the first time: the cost table is measured once).")
 
 
 def register(sub) -> None:

@@ -59,7 +59,7 @@
 /* A query thread or worker with a CPU of its own waits for the other thread
  * of its shard by spinning up to this long before it blocks: a blocked
  * thread's wake-up costs tens of microseconds (`tierlab query costs`
- * measures it), with a tail of milliseconds on a VM whose vCPU halted, and
+ * measures it), with a long tail when the woken thread's vCPU was halted, and
  * waits in the runtime are mostly one query or one NVMe read long. Longer
  * waits (HDD reads) still block. */
 #define TL_HANDOFF_SPIN_NS ((uint64_t)TIERLAB_APCACHE_HANDOFF_SPIN_NS)

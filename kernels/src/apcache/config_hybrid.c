@@ -33,9 +33,9 @@ void *tl_hybrid_worker(void *arg) {
              * alone reads storage (APCACHE.md). A term whose pages left the page
              * cache before the worker came is skipped, to be copied when it is
              * used again; rereading it would put the worker on the device next
-             * to the query thread, further behind with every term (on a 1 MB page
-             * cache and emulated NVMe, half the runs of a row settled there:
-             * page-cache miss rate 0.60-0.68 against 0.36). Pages evicted while
+             * to the query thread, further behind with every term (a run on a
+             * small page cache and a fast device can settle in that state,
+             * with a far higher page-cache miss rate). Pages evicted while
              * it waits for a victim below are still read (the window is short). */
             tl_extent held_x;
             if (!tl_term_extent(s->ix, w->term[j], &held_x) && !tl_term_held(&s->rd, &held_x)) {

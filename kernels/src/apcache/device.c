@@ -37,8 +37,9 @@ uint64_t tl_now_ns(void) {
 }
 
 /* Sleeping is precise to a few microseconds only with a small timer slack
- * (the default, 50 us, would add ~60 us to every emulated request; see
- * tl_thread_setup): sleep until spin_ns before the deadline, then spin. */
+ * (the default, 50 us per prctl(2) PR_SET_TIMERSLACK, lets each emulated
+ * request's sleep end up to that much late; see tl_thread_setup): sleep until
+ * spin_ns before the deadline, then spin. */
 #define TL_LATE_NS 2000u /* a read returning later than this past its plan is late */
 static void tl_sleep_spin(uint64_t t_ns, uint64_t spin_ns) {
     uint64_t now = tl_now_ns();

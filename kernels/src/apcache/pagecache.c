@@ -42,7 +42,7 @@ int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_b
      * needs to evict pages of its own run. */
     pc->max_run = tl_readahead_run_pages(readahead_bytes, frames);
     /* populated up front: a first-touch fault per frame inside the read
-     * (~1-2 us each, 32 per readahead window) would make the pread outlast
+     * (one per page of the readahead window) would make the pread outlast
      * the emulated service time; the OS page cache has no such cost */
     pc->frames = mmap(NULL, frames * TL_PAGE, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);

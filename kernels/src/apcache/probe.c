@@ -13,8 +13,9 @@
  * O_DIRECT read but a readahead(2) of a run into the page cache (the
  * kernel's read-around off), pages charged to a memory cgroup at its limit
  * (so each read first reclaims as much as it brings in), then touched
- * through the index mapping (page faults). Measured here on a 2-vCPU VM:
- * a 128 KiB run took ~150 us this way against ~115 us with O_DIRECT.
+ * through the index mapping (page faults). Reclaim, page-cache insertion and
+ * faults make a run read this way slower than an O_DIRECT read of it, so the
+ * model is calibrated with this path, not with a raw device benchmark.
  *
  * tierlab_apcache_read_probe does exactly that — tl_real_pages, the function
  * the runtime's reads call — on a scratch file, at random page-aligned

@@ -120,12 +120,12 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
  * scheduler wakes a blocked thread on the CPU of its waker when that looks
  * cheaper; the waker, an emulated read later, spins (TL_SPIN_FULL_NS), so
  * the woken thread waited for the next tick while the other CPU idled:
- * query waits of ~2 ms every few hundred queries, each letting a
- * base-prefetch worker run LA queries ahead (measured here on NVMe rows).
+ * occasional query waits of up to a scheduler tick, each letting a
+ * base-prefetch worker run LA queries ahead.
  * Emulated devices only: a real read ends in the disk's interrupt, and a
  * reader pinned away from the CPU that takes it waits for a cross-CPU
- * wake-up on every read (base SINGLE, 365 reads of 128 KiB: 68-82 ms pinned
- * off that CPU, 50-53 ms on it; unpinned the scheduler moves the reader). */
+ * wake-up on every read, so every read is slower (unpinned, the scheduler
+ * moves the reader). */
 static void tl_plan_cpus(tl_run *r) {
     if (!r->p.emulated) {
         snprintf(r->pin_how, sizeof r->pin_how,
@@ -384,7 +384,7 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
          * write to it then is a copy-on-write fault whose TLB flush
          * interrupts the other CPU — the query thread's — with an IPI (found
          * in a hybrid run: the worker's inserts into the segment cache's
-         * arrays, all-hit queries ~15 us slower than their CPU trace). It
+         * arrays made all-hit queries slower than their CPU trace). It
          * also charges those arrays before the cgroup limit is set. */
         r->populated = tl_populate_anon();
         tl_drop_caches(r);

@@ -24,8 +24,9 @@
  * and the pages of that run count as hits when touched. The kernel's own
  * read-around is off for these files (MADV_RANDOM on the mapping,
  * POSIX_FADV_RANDOM on the descriptors): otherwise the disk's read_ahead_kb
- * decides — 8 MiB on a virtio disk seen here, which under a 4 MiB cgroup cap
- * read a 9 MB index 150 times over. ra_pages 0 leaves it to the kernel. */
+ * decides, and a read-around larger than the run's cgroup cap evicts pages
+ * before they are touched, reading the index many times over. ra_pages 0
+ * leaves it to the kernel. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdlib.h>
@@ -120,9 +121,7 @@ void tl_real_pages(const tl_file_ref *f, uint64_t off, uint64_t len, uint64_t *l
         if (p < w0 || need > w0 + wn) {
             /* the rest of this range, or a readahead run if longer, not a
              * fixed 1 MiB: a query's cursor calls this for every page it
-             * enters, and mincore's cost grows with its window (per page of
-             * a resident, unmapped index file on a 2-vCPU VM here: 4.7-12 us
-             * with 256-page windows, 1.2-2.4 us with 32) */
+             * enters, and mincore's cost grows with its window */
             uint64_t want = p1 - p + 1 > need - p ? p1 - p + 1 : need - p;
             if (want > TL_MAX_RA_PAGES) want = TL_MAX_RA_PAGES;
             w0 = p;

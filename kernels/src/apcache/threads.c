@@ -51,7 +51,7 @@ void tl_gate_open(tl_run *r, uint32_t threads) {
 }
 
 /* ---- waking the other thread of the shard -------------------------------------- */
-/* A futex wake costs the waker ~7-10 us here (the cost table's
+/* A futex wake costs the waker a system call (measured: the cost table's
  * threads.signal_ns), so a thread is woken only when it blocked. Who blocks
  * says so under the shard's mutex (qt_waiting, worker_asleep) before it
  * re-checks its condition; a notifier publishes its progress first and reads
@@ -60,12 +60,10 @@ void tl_gate_open(tl_run *r, uint32_t threads) {
  * no wake-up is lost. A thread with a CPU of its own first spins on the
  * progress counter it waits for (tl_spin_until, up to the run's
  * handoff_spin_ns) with neither flag set, so a wait shorter than that costs
- * no futex call on either side and no wake-up. (Spinning was tried on an
- * earlier 2-vCPU VM and rejected there: the spinner slowed the worker it
- * waited for. On a later one, whose vCPUs a pure ALU loop showed not to share
- * a core and whose blocked threads woke 30-70 us (median) after their signal,
- * it paid: hybrid-prefetch SINGLE on emulated NVMe, 10 % cache, 7,851 ->
- * ~8,700 QPS. Where it does not, run with fewer threads than CPUs unpinned.) */
+ * no futex call on either side and no wake-up. (Spinning pays where the two
+ * threads' CPUs do not share a core and a blocked thread wakes late after its
+ * signal; where they share one, the spinner can slow the thread it waits
+ * for. Where it does not pay, run with fewer threads than CPUs unpinned.) */
 
 static inline void tl_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
