@@ -1,7 +1,6 @@
 """The validation report of `tierlab validate`: the measured and the modelled
-cache_run tables of a grid's rows (with the grid's label columns: row_id,
-cell, device_label, workload_type, workload_class, workload_rp,
-grid_cache_bytes) paired, scored against the targets and against the
+cache_run tables of a grid's rows (with the grid's label columns row_id and
+cell) paired, scored against the targets and against the
 runtime's own noise floor (its twin runs), plotted and summarised."""
 from __future__ import annotations
 
@@ -13,40 +12,13 @@ from pathlib import Path
 from tierlab.core.specs import REAL
 from tierlab.traces.schema import columns
 
-# PARAM_KEYS of analysis/validation.py that the two sides fill differently for
-# the same run (real device name, 0 vs the page cap for unused parameters):
-# set from the grid row on both sides before pairing.
-NORMALISED = ("device", "cache_bytes", "segment_bytes", "lookahead", "dram_budget_bytes",
-              "query_type", "query_class", "rp")
-
-
-def _normalise(df):
-    """The PARAM_KEYS the runtime and the model spell differently for one run,
-    from the grid row (both sides alike); what each side reported is kept in
-    <key>_reported."""
-    out = df.copy()
-    for k in NORMALISED:
-        out[f"{k}_reported"] = out[k].astype(str)
-    out["device"] = out["device_label"]
-    out["cache_bytes"] = out["grid_cache_bytes"]
-    # a replayed trace (cpu: measured) does not know its workload's RP
-    out["query_type"] = out["workload_type"]
-    out["query_class"] = out["workload_class"]
-    out["rp"] = out["workload_rp"].astype(float)
-    hybrid = out["config"].str.startswith("hybrid")
-    out["segment_bytes"] = out["segment_bytes"].where(hybrid, 0)
-    out["dram_budget_bytes"] = out["dram_budget_bytes"].where(hybrid, 0)
-    out["lookahead"] = out["lookahead"].astype(str)
-    return out
-
-
 def param_mismatches(measured, model) -> list[str]:
     """Rows where the runtime and the model report different parameters for
-    the same run (after the spelling differences of NORMALISED)."""
+    the same run: both run one run spec, so any is a bug."""
     from tierlab.analysis.validation import PARAM_KEYS
 
-    a = _normalise(measured).set_index("row_id")
-    b = _normalise(model).set_index("row_id")
+    a = measured.set_index("row_id")
+    b = model.set_index("row_id")
     out = []
     for k in PARAM_KEYS:
         x, y = a[k].astype(str), b[k].reindex(a.index).astype(str)
@@ -68,13 +40,12 @@ def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
     schema_cols = [c for c in measured.columns if c in columns("cache_run")]
     write_table("cache_run", measured[schema_cols], out / "measured.parquet")
     write_table("cache_run", model[schema_cols], out / "model.parquet")
-    m, p = _normalise(measured), _normalise(model)
+    m, p = measured, model
     keys = val.PARAM_KEYS + ["cell", "row_id"]
     paired = val.pair(m, p, keys=keys)
     summary, cells = val.summarise(paired, cell_keys=["cell"])
     # the runtime against itself: a second run of each row scored like the model
     if twins is not None:
-        twins = _normalise(twins)
         twins = val.pair(m[m["row_id"].isin(twins["row_id"])], twins, keys=keys)
 
     def floor_of(rows):  # the noise floor over those of `rows` (paired) that have twins

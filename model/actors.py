@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-BASE, BASE_PREFETCH, HYBRID, HYBRID_PREFETCH = range(4)
+# The configurations by their registry names (kernels/src/apcache/configs.c);
+# Simulation checks that the C registry has each name it is given.
+BASE, BASE_PREFETCH, HYBRID, HYBRID_PREFETCH = "base", "base-prefetch", "hybrid", "hybrid-prefetch"
+MODELLED = (BASE, BASE_PREFETCH, HYBRID, HYBRID_PREFETCH)
 
 
 class Signal:

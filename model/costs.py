@@ -89,11 +89,11 @@ from pathlib import Path
 import numpy as np
 
 from tierlab import __version__
+from tierlab.core import registry
 from tierlab.core.errors import TierlabError
 
 FORMAT = "tierlab-costs"
 VERSION = 1
-TYPES = ("single", "and")
 COEFFICIENTS = ("query_ns", "block_ns", "posting_ns")
 OPTIONAL = ("result_ns", "candidate_ns")  # optional terms of the formula (0 when absent)
 CLASSES = ("H", "M", "L")
@@ -165,7 +165,8 @@ class Costs:
             return self.single
         if qtype == "and":
             return self.and_
-        raise TierlabError(f"unknown query type '{qtype}' (known: {', '.join(TYPES)})")
+        raise TierlabError(f"unknown query type '{qtype}' "
+                           f"(known: {', '.join(registry.query_types())})")
 
     def with_results(self, qtype: str) -> Coefficients:
         """The optional fit with a result_ns term (see the module docstring)."""
@@ -193,10 +194,10 @@ class Costs:
             out = pick(qtype).predict(b, p, r)
         else:
             t = np.asarray(qtype)
-            unknown = set(np.unique(t).tolist()) - set(TYPES)
+            unknown = set(np.unique(t).tolist()) - set(registry.query_types())
             if unknown:
                 raise TierlabError(f"unknown query type(s) {sorted(unknown)} (known: "
-                                   f"{', '.join(TYPES)})")
+                                   f"{', '.join(registry.query_types())})")
             is_and = t == "and"
             out = np.where(is_and, pick("and").predict(b, p, r), pick("single").predict(b, p, r))
         return float(out) if np.ndim(out) == 0 else out
@@ -361,7 +362,7 @@ class Costs:
             raise TierlabError(f"{where}: 'version' is {d.get('version')!r}; this tierlab reads "
                                f"version {VERSION}")
         coef = {}
-        for t in TYPES:
+        for t in registry.query_types():
             part = d.get(t)
             if not isinstance(part, dict):
                 raise TierlabError(f"{where}: missing '{t}' (an object with "
@@ -556,7 +557,7 @@ def _generated_workloads(ext, documents: int, tmp: Path, queries: dict[str, int]
     out = []
     for cls in CLASSES:
         members = class_terms(ext, cls, thr)
-        for qtype in TYPES:
+        for qtype in registry.query_types():
             need = 2 if qtype == "and" else 1
             if len(members) < need:
                 continue  # a tiny index may lack a class; the others still fit
@@ -827,7 +828,7 @@ def fit_table(table, decode: dict | None = None) -> tuple[dict, dict, dict]:
     (coefficients per type, fit quality per type with by_class and the floor,
     the optional `with_results` section: the same fit with a result_ns term)."""
     coef, fit, extended = {}, {}, {}
-    for qtype in TYPES:
+    for qtype in registry.query_types():
         t = table[table["query_type"] == qtype]
         if not len(t):
             raise TierlabError(f"no {qtype} queries to fit (no workload has any); give a "
@@ -954,7 +955,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
         cores = core_costs(index, probe.path, k=k, placement=placement)
     table = pd.concat(tables, ignore_index=True)
     known = table["unknown_terms"] == 0
-    for qtype in TYPES:
+    for qtype in registry.query_types():
         mine = table["query_type"] == qtype
         if mine.any() and not (mine & known).any():
             raise TierlabError(f"every {qtype} query of the workloads has a term that is not in "

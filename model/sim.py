@@ -52,9 +52,9 @@ DEFAULT_K = runspec.default("k")
 
 def __getattr__(name: str):
     """CONFIGS: the configuration names of the C registry
-    (kernels/src/apcache/configs.c) in table order; a name's index is the
-    number actors.py switches on, as the runtime's threads do. Read when first
-    used: importing this module needs no built library."""
+    (kernels/src/apcache/configs.c) in table order, the names actors.py
+    switches on, as the runtime's threads do. Read when first used:
+    importing this module needs no built library."""
     if name == "CONFIGS":
         return registry.configs()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -217,11 +217,14 @@ class Simulation:
         if p.config not in configs:
             raise TierlabError(f"config: unknown configuration '{p.config}'; known: "
                                f"{', '.join(configs)}")
+        if p.config not in actors.MODELLED:
+            raise TierlabError(f"config: the model has no actors for '{p.config}' yet "
+                               f"(model/actors.py models {', '.join(actors.MODELLED)})")
         if p.passes < 1:
             raise TierlabError(f"passes must be at least 1, got {p.passes}")
         self.params = p
         self.index = index
-        self.cfg = configs.index(p.config)
+        self.cfg = p.config
         self.cache_cls, self.lookahead_cls = cache_classes or _cache_classes()
         self.log = log
         self.base_trace = trace

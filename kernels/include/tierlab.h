@@ -5,7 +5,7 @@
  * buffers must be, what it returns on error and whether it is thread-safe.
  * Public names start with `tierlab_`; everything else lives in kernels/src/.
  *
- * Codecs (ENGINE.md, "Codec configurations")
+ * Codecs (docs/engine.md, "Codec configurations")
  * ------------------------------------------
  * A codec encodes one block of up to TIERLAB_MAX_BLOCK 32-bit integers.
  * The block length n is NOT stored in the encoded bytes: the caller keeps it
@@ -64,7 +64,7 @@ typedef struct tierlab_codec {
      * "scalar" (see tierlab_force_scalar). */
     const char *(*impl)(void);
     /* The codec this configuration uses for frequency blocks: the same family,
-     * never delta-coded (ENGINE.md). NULL means this codec itself. Use
+     * never delta-coded (docs/engine.md). NULL means this codec itself. Use
      * tierlab_codec_freq() rather than reading the field. */
     const struct tierlab_codec *freq;
 } tierlab_codec;
@@ -134,14 +134,14 @@ int tierlab_bench_memcpy(const uint32_t *src, const uint32_t *lens, size_t nbloc
                          uint32_t *out, int whole_list, int reps, uint64_t *pass_ns);
 
 /* ==========================================================================
- * Corpora (WORKLOAD.md "Corpora"): the generator and the term counter
+ * Corpora (docs/workload.md "Corpora"): the generator and the term counter
  * (kernels/src/corpus/generate.c, terms.c)
  * ==========================================================================
  *
  * Writes a synthetic corpus in tierlab's corpus format: UTF-8 (here plain
  * ASCII) text, one document per line ending in '\n', every line at most
  * doc_bytes bytes without its '\n', never empty. Words are lower-case ASCII
- * letters separated by one space, so ENGINE.md's tokeniser (runs of [a-z0-9],
+ * letters separated by one space, so docs/engine.md's tokeniser (runs of [a-z0-9],
  * lower-cased) gives back exactly the generated words.
  *
  * The token stream is i.i.d. over ranks 1..vocab_max with a two-regime Zipf
@@ -231,7 +231,7 @@ int tierlab_corpus_generate(const tierlab_corpus_params *p, const char *corpus_p
 /* Count the terms of corpus_path and write its term table to terms_path: the
  * TSV above, rows sorted by occurrences descending, then term in byte order.
  * Every '\n' ends a document (so does the end of a non-empty last line);
- * terms are ENGINE.md's tokens: maximal runs of ASCII letters and digits,
+ * terms are docs/engine.md's tokens: maximal runs of ASCII letters and digits,
  * lower-cased; any other byte (UTF-8 multi-byte characters included)
  * separates them. Terms of any length (< 4 GiB) are kept whole. `stats` gets
  * docs, bytes (of input), tokens, terms, max_postings and seconds (partial
@@ -250,7 +250,7 @@ int tierlab_corpus_count_terms(const char *corpus_path, const char *terms_path,
 size_t tierlab_corpus_word(uint32_t rank, char *buf);
 
 /* ==========================================================================
- * Inverted index: build, open, place, query (ENGINE.md "Indexing", "Queries",
+ * Inverted index: build, open, place, query (docs/engine.md "Indexing", "Queries",
  * "Placement"; kernels/src/index/, kernels/src/query/, kernels/src/tiers/).
  * Byte formats: kernels/formats/index.md.
  * ==========================================================================
@@ -490,7 +490,7 @@ int tierlab_index_term_extent(const tierlab_index *ix, uint64_t i, tierlab_term_
 int64_t tierlab_index_term_extents(const tierlab_index *ix, uint64_t first, uint64_t n,
                                    tierlab_term_extent *out);
 
-/* Page cache helpers (WORKLOAD.md "Measurement protocol"); no root needed.
+/* Page cache helpers (docs/workload.md "Measurement protocol"); no root needed.
  * tierlab_file_dontneed: posix_fadvise(POSIX_FADV_DONTNEED) on the whole
  * file after fdatasync. tierlab_file_resident: bytes of the file in the page
  * cache (mincore). Both return 0 or TIERLAB_EIO. */
@@ -618,7 +618,7 @@ int tierlab_query_batch(tierlab_query_ctx *q, const char *text, const uint64_t *
                         uint64_t *wall_ns);
 
 /* ==========================================================================
- * Caches (kernels/src/cache/): the bookkeeping of APCACHE.md, shared by the
+ * Caches (kernels/src/cache/): the bookkeeping of docs/apcache.md, shared by the
  * native APCache runtime and the SimPy model (model/), so both count hits,
  * misses and evictions with the same code. Keys are dense integers
  * 0..nkeys-1 (term ids for the segment cache, page numbers for the page
@@ -703,7 +703,7 @@ int tierlab_cache_remove(tierlab_cache *c, uint64_t key);
 uint64_t tierlab_cache_free_units(const tierlab_cache *c);
 void tierlab_cache_get_stats(const tierlab_cache *c, tierlab_cache_stats *st);
 
-/* The segment cache of APCACHE.md as memory layout: `nsegments` segments of
+/* The segment cache of docs/apcache.md as memory layout: `nsegments` segments of
  * `segment_bytes` in caller-provided memory (a slow-tier mapping); chains and
  * the free list in one next[] array (-1 ends a chain), each chain's head
  * knowing its tail so a whole chain is freed in O(1); a 4-byte slot per term
@@ -742,7 +742,7 @@ void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment);
 /* The 4-byte slot of a term: bit 31 cached, bits 0..30 first segment. */
 uint32_t tierlab_segcache_slot(const tierlab_segcache *s, uint64_t term);
 
-/* Adaptive lookahead (APCACHE.md): rolling_sum and the FIFO of per-term
+/* Adaptive lookahead (docs/apcache.md): rolling_sum and the FIFO of per-term
  * segment counts. new: max_pending (>= 1, else TIERLAB_EINVAL) bounds the
  * FIFO. worker_done(n): the worker finished prefetching a term occurrence of
  * n segments (also a repeat that was already cached); 0, or TIERLAB_ENOMEM
@@ -762,7 +762,7 @@ uint64_t tierlab_lookahead_rolling_sum(const tierlab_lookahead *la);
 uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries */
 
 /* ==========================================================================
- * The APCache runtime (APCACHE.md "The four configurations";
+ * The APCache runtime (docs/apcache.md "The four configurations";
  * kernels/src/apcache/): the four configurations as real threads over a real
  * index, on the index's own device or on a device emulated from a storage
  * spec of sim-configs/. Python runs it as a child process through
@@ -816,7 +816,7 @@ typedef struct tierlab_apcache_params {
     /* segment cache memory: "dram", "pm:PATH", "numa:N" */
     char slow_tier_placement[256];
     /* Tiers of dict.bin and skip.bin as tierlab_index_open takes them;
-     * "" = the slow tier (APCACHE.md: they live there by default). */
+     * "" = the slow tier (docs/apcache.md: they live there by default). */
     char place_dict[256];
     char place_skip[256];
 } tierlab_apcache_params;

@@ -159,6 +159,19 @@ def test_real_device_readahead(setup, tmp_path, readahead, who):
         assert run["cache_bytes"] == 256 << 10
 
 
+def test_a_raised_real_page_cache_cap_is_the_runs_cache_bytes(setup, tmp_path):
+    """Below 256 KiB the real device's cgroup cap is raised (the kernel
+    OOM-kills smaller ones): the run's cache_bytes is the cap it ran with."""
+    out = tmp_path / "raised"
+    assert _run(setup, out, "--config", "base", "--cache-bytes", "64KiB", "--device", "real",
+                "--readahead-bytes", "4KiB") == 0
+    run = _tables(out)["cache_run"].iloc[0]
+    how = run["memory_limit_enforced"]
+    if not how.startswith("cgroup"):
+        pytest.skip(f"no writable memory cgroup here: {how}")
+    assert "raised from 65536" in how and run["cache_bytes"] == 256 << 10
+
+
 def test_fixed_lookahead_and_policy(setup, tmp_path):
     d = setup
     out = tmp_path / "fixed"

@@ -72,9 +72,9 @@ def query_trace(d, out):
 
 
 def apcache_run(d, out):
-    assert main(["apcache", "run", str(d / "idx"), str(d / "w.queries"), "--out",
-                 str(out / "apc"), "--config", "hybrid-prefetch", "--device", "nvme-p4800x",
-                 "--cache-size", "64KiB", "--quiet"]) == 0
+    assert main(["apcache", "run", "--index", str(d / "idx"), "--workload", str(d / "w.queries"),
+                 "--out", str(out / "apc"), "--config", "hybrid-prefetch", "--device",
+                 "nvme-p4800x", "--cache-bytes", "64KiB", "--quiet"]) == 0
     return [(out / "apc", CACHE)]
 
 

@@ -117,3 +117,12 @@ def test_every_policy_runs_and_belady_misses_least():
         misses[policy] = c.seg_misses
     assert misses["belady"] == min(misses.values())
     assert misses["belady"] < misses["lru"]
+
+
+def test_the_model_has_actors_for_every_configuration_of_the_registry():
+    """A configuration added to kernels/src/apcache/configs.c needs its actors
+    in model/actors.py: this fails until it has them."""
+    from tierlab.core import registry
+    from tierlab.model import actors
+
+    assert set(registry.configs()) <= set(actors.MODELLED)

@@ -318,7 +318,10 @@ def test_page_miss_probe_measures_the_bookkeeping_of_a_read():
     ffi, lib = ffi_lib()
     ns = ffi.new("double *")
     assert lib.tierlab_apcache_page_miss_ns(32, 3, ns) == 0
-    assert 0 < ns[0] < 1_000_000  # per read: frames reserved and released, not the copy
+    # per read: frames reserved and released, not the copy. The probe is a difference
+    # of two timings clamped at 0, so on a busy machine it may be 0: its size is a
+    # measurement (bench), its contract here is a finite, bounded, non-negative value
+    assert 0 <= ns[0] < 1_000_000
     # no run, a run beyond 1 MiB, no pass, more than 1000 passes: refused
     for run, passes in ((0, 3), (257, 3), (32, 0), (32, 1001)):
         assert lib.tierlab_apcache_page_miss_ns(run, passes, ns) != 0

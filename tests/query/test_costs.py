@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tierlab.core import registry
 from tierlab.engine import corpus
 from tierlab.model import costs
 from tierlab.core import native
@@ -132,7 +133,7 @@ def test_fit_table_reports_quality_per_type_and_class():
                                           {"did_block_ns": 60.0, "freq_block_ns": 40.0})
     assert coef["single"].block_ns == pytest.approx(150, rel=0.1)
     assert coef["and"].posting_ns == pytest.approx(20, rel=0.1)
-    for qtype in costs.TYPES:
+    for qtype in registry.query_types():
         f = fit[qtype]
         assert f["queries"] == 1500 and f["block_ns_floor"] == pytest.approx(100.0)
         assert set(f["by_class"]) == {"H", "M", "L"}
@@ -278,7 +279,7 @@ def test_cli_costs_end_to_end(tiny_index, tmp_path, capsys):
     assert d["decode"]["did_block_ns"] > 0 and d["decode"]["freq_block_ns"] > 0
     assert sorted(d["workloads"]) == sorted(f"{q} {c}" for q in ("single", "and")
                                             for c in ("H", "M", "L"))
-    for qtype in costs.TYPES:
+    for qtype in registry.query_types():
         c = t.coefficients(qtype)
         assert min(c.query_ns, c.block_ns, c.posting_ns) >= 0
         # the decode floor holds, and the fit explains the measured latencies

@@ -311,14 +311,17 @@ def test_emulated_runs_late_on_their_device_are_flagged():
     assert V.emulation_notes(pd.DataFrame([run(900_000, "real")])) == []
 
 
-def test_a_raised_real_page_cache_is_not_a_parameter_mismatch(tiny):
+def test_the_two_sides_report_the_same_parameters_as_written(tiny):
+    """Both run the row's one run spec: nothing is normalised before pairing,
+    so any difference in a parameter column is a mismatch (a page-cache cap
+    the runtime's cgroup raised is in its row and given to the model)."""
     grid = VG.parse(yaml.safe_load(TINY.read_text()))
     grid.out = tiny
     m, p = V.collect(grid)
     assert R.param_mismatches(m, p) == []
-    p.loc[0, "cache_bytes"] = 4 << 20  # the model ran with the runtime's raised cgroup cap
+    m.loc[0, "cache_bytes"] = p.loc[0, "cache_bytes"] = 4 << 20  # a raised cap, both sides
     assert R.param_mismatches(m, p) == []
-    p.loc[0, "cores"] = 3  # any other difference still is one
+    p.loc[0, "cores"] = 3
     assert len(R.param_mismatches(m, p)) == 1
 
 
@@ -330,9 +333,9 @@ def test_the_noise_floor_is_given_without_the_real_device_too(tiny, tmp_path):
     grid = VG.parse(yaml.safe_load(TINY.read_text()))
     grid.out = out
     m, p = V.collect(grid)
-    real = m["workload_type"] == "and"  # call the AND rows real: 4 rows, one cell
+    real = m["query_type"] == "and"  # call the AND rows real: 4 rows, one cell
     for df in (m, p):
-        df.loc[real.to_numpy(), "device_label"] = V.REAL
+        df.loc[real.to_numpy(), "device"] = V.REAL
     res = R.analyse(grid.out, m, p, V.collect_twins(grid, m))
     doc = json.loads((out / "summary.json").read_text())
     assert doc["noise_floor"]["rows"] == 8

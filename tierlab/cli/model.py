@@ -12,7 +12,7 @@ from tierlab.core.errors import TierlabError
 from tierlab.cli.args import add_run_spec, paragraphs, run_spec_overrides
 
 _RUN_HELP = paragraphs(
-    "Run one APCache configuration in the SimPy model (APCACHE.md): base, base-prefetch, "
+    "Run one APCache configuration in the SimPy model (docs/apcache.md): base, base-prefetch, "
     "hybrid or hybrid-prefetch, on a storage device and a slow tier from sim-configs/devices, "
     "over an index read from `tierlab index build` or synthesised from statistics (the preset "
     "`reference` is the APCache study's 20 GB, 15.3 billion-posting Common Crawl index), with a "
@@ -33,7 +33,7 @@ _SWEEP_HELP = paragraphs(
 
 _REF_HELP = paragraphs(
     "Run the APCache reference grids in the model at the reference's scale and check the "
-    "trends of APCACHE.md: the main grid (4 configurations x 8 cache sizes 5-100 % x RP 0, "
+    "trends of docs/apcache.md: the main grid (4 configurations x 8 cache sizes 5-100 % x RP 0, "
     "0.25, 0.5 x HDD and NVMe x SINGLE and AND, 1,000 H queries each = 384 runs), fixed "
     "lookahead 16/64 vs adaptive at small caches, and 1-4 cores on HDD, SAS SSD and NVMe. "
     "Prints the numbers behind each trend and whether it holds (computed from the results), "
@@ -69,7 +69,7 @@ def register(sub) -> None:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=sweep_cmd)
 
-    f = cmds.add_parser("reference", help="the reference grids and APCACHE.md's trends",
+    f = cmds.add_parser("reference", help="the reference grids and docs/apcache.md's trends",
                         description=_REF_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("--out", default="model-reference", metavar="DIR",

@@ -15,7 +15,7 @@ PLACE_HELP = ("where each file lives: dict=T,skip=T,did=T,freq=T or one T for al
 
 def register(sub) -> None:
     p = sub.add_parser("query", help="run queries against an index",
-                       description="SINGLE and AND queries with BM25 top-k (ENGINE.md).")
+                       description="SINGLE and AND queries with BM25 top-k (docs/engine.md).")
     cmds = p.add_subparsers(dest="command", metavar="COMMAND")
     cmds.required = True
 
@@ -239,9 +239,11 @@ def run_costs(args) -> int:
 
 
 def _costs_report(t) -> str:
+    from tierlab.core import registry
+
     lines = [f"index      {t.index}", f"codec      {t.codec}, blocks of {t.block_size}, "
              f"placement {t.placement}"]
-    for qtype in ("single", "and"):
+    for qtype in registry.query_types():
         c = t.coefficients(qtype)
         extra = "".join(f"  {k} {getattr(c, k):,.2f}" for k in ("result_ns", "candidate_ns")
                         if getattr(c, k) is not None)
@@ -253,7 +255,7 @@ def _costs_report(t) -> str:
                      f"{d['freq_block_ns']:,.1f} ns per freq block (alone, {d['blocks_timed']:,} "
                      f"full blocks)")
     lines.append("fit        |relative error| median / p90, error of the total:")
-    for qtype in ("single", "and"):
+    for qtype in registry.query_types():
         f = t.fit.get(qtype)
         if not f:
             continue

@@ -62,8 +62,9 @@ def register(sub) -> None:
     _source_args(g)
     g.add_argument("--class", dest="cls", type=_class, required=True, metavar="{H,M,L}",
                    help="frequency class of the terms")
-    g.add_argument("--type", choices=["single", "and"], default="single",
-                   help="SINGLE (one term) or AND (two terms) queries (default single)")
+    g.add_argument("--type", default="single", metavar="TYPE",
+                   help="a query type of `tierlab list query-types`: single (one term) or and "
+                   "(two terms) (default single)")
     g.add_argument("--queries", type=positive_int, metavar="N",
                    help="workload size (default by class, as the reference: H 1000, M 100000, "
                    "L 1000000)")

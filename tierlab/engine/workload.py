@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tierlab import __version__
+from tierlab.core import registry
 from tierlab.engine.corpus import atomic_outputs, read_manifest, read_terms, terms_path
 from tierlab.core.errors import TierlabError
 
@@ -69,7 +70,6 @@ REPEAT_QUEUE = 100
 BLOCK_POSTINGS = 256     # docs/engine.md: B = 256 postings per block
 # Reference workload sizes (more queries where each is cheaper).
 DEFAULT_QUERIES = {"H": 1_000, "M": 100_000, "L": 1_000_000}
-TYPES = ("single", "and")
 
 
 
@@ -157,8 +157,9 @@ def and_stream(terms: list[str], n: int, rp: float, capacity: int,
 def generate_queries(terms: list[str], *, n: int, qtype: str = "single", rp: float = 0.25,
                      capacity: int = REPEAT_QUEUE, seed: int = 0):
     """Queries (tuples of terms) and the number of repeat-queue draws."""
-    if qtype not in TYPES:
-        raise TierlabError(f"unknown query type '{qtype}'; known: {', '.join(TYPES)}")
+    if qtype not in registry.query_types():
+        raise TierlabError(f"unknown query type '{qtype}'; known: "
+                           f"{', '.join(registry.query_types())}")
     if n < 1:
         raise TierlabError("--queries must be at least 1")
     if not 0 <= rp <= 1:

@@ -63,9 +63,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tierlab.core import registry
+
 FRACTIONS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
 SMALL = [0.01, 0.02, 0.05, 0.1, 0.2]
-CONFIGS = ["base", "base-prefetch", "hybrid", "hybrid-prefetch"]
 DEVICES = ["hdd-7200", "nvme-p4800x"]
 SSDS = ["sas-ssd", "nvme-p4800x"]
 SSD_EFFICIENCY_MAX = 0.9  # multicore: QPS(n) / (n QPS(1)) at the most cores, on the SSDs
@@ -123,14 +124,15 @@ def grids(queries: int = 1000, costs="default") -> dict:
     common = dict(COMMON, costs=costs)
     w = {"class": "H", "queries": queries}
     return {
-        "main": dict(common, config=CONFIGS, cache_fraction=FRACTIONS, device=DEVICES,
-                     workload=dict(w, type=["single", "and"], rp=[0.0, 0.25, 0.5])),
+        "main": dict(common, config=list(registry.configs()), cache_fraction=FRACTIONS,
+                     device=DEVICES,
+                     workload=dict(w, type=list(registry.query_types()), rp=[0.0, 0.25, 0.5])),
         "lookahead": [
             dict(common, config="hybrid-prefetch", lookahead=[16, 64, "adaptive"],
                  cache_fraction=SMALL, device=DEVICES,
-                 workload=dict(w, type=["single", "and"], rp=0.25)),
+                 workload=dict(w, type=list(registry.query_types()), rp=0.25)),
             dict(common, config="base-prefetch", lookahead=[16, 64], cache_fraction=SMALL,
-                 device=DEVICES, workload=dict(w, type=["single", "and"], rp=0.25)),
+                 device=DEVICES, workload=dict(w, type=list(registry.query_types()), rp=0.25)),
         ],
         "multicore": dict(common, config=["base-prefetch", "hybrid-prefetch"], cores=[1, 2, 3, 4],
                           cache_fraction=[0.05, 0.2], device=["hdd-7200"] + SSDS,

@@ -1,4 +1,4 @@
-"""The native APCache runtime (APCACHE.md; kernels/src/apcache/) from Python.
+"""The native APCache runtime (docs/apcache.md; kernels/src/apcache/) from Python.
 
 `run` checks the parameters (a TierlabError names the bad one), starts the C
 runtime as a child process (`tierlab-kernels apcache`, so a cgroup, a Ctrl-C
@@ -296,11 +296,14 @@ def _tables(raw: Path, out: Path, *, spec, cache, index, workload, manifest, met
     ph, pm = int(s["page_cache_hits"]), int(s["page_cache_misses"])
     sh, sm = int(s["segment_cache_hits"]), int(s["segment_cache_misses"])
     columns = runspec.run_columns(spec, cache)
+    # the page-cache cap the run had: the spec's, unless the real device's
+    # memory cgroup needed a larger one (memory_limit_enforced says so)
+    columns["dram_budget_bytes" if spec.hybrid else "cache_bytes"] = int(s["page_cap_bytes"])
     # what the runtime reports beyond the columns: its own echo of the
     # parameters is left out (the spec is recorded whole)
     params = {key: s[key] for key in s if key not in (
         "format", "format_version", "config", "policy", "cores", "lookahead", "device_mode",
-        "cache_bytes", "segment_bytes", "dram_budget_bytes", "memory_limit_enforced",
+        "cache_bytes", "segment_bytes", "page_cap_bytes", "memory_limit_enforced",
         "queries", "wall_ns", "page_cache_hits", "page_cache_misses", "segment_cache_hits",
         "segment_cache_misses", "storage_reads", "storage_bytes_read", "worker_stall_ns",
         "query_wait_ns", "lookahead_mean", "peak_dram_bytes", "peak_slow_tier_bytes",

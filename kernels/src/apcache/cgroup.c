@@ -1,4 +1,4 @@
-/* cgroup.c — the DRAM limit of a real-device run (APCACHE.md "The setting":
+/* cgroup.c — the DRAM limit of a real-device run (docs/apcache.md "The setting":
  * the reference capped the page cache with a cgroup v2 memory.max).
  *
  * tl_cgroup_enter finds this process's memory cgroup — v2 when the unified

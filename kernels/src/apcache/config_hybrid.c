@@ -30,7 +30,7 @@ void *tl_hybrid_worker(void *arg) {
                 continue;
             }
             /* Copies come from the page cache only: in hybrid the query thread
-             * alone reads storage (APCACHE.md). A term whose pages left the page
+             * alone reads storage (docs/apcache.md). A term whose pages left the page
              * cache before the worker came is skipped, to be copied when it is
              * used again; rereading it would put the worker on the device next
              * to the query thread, further behind with every term (a run on a

@@ -161,7 +161,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     tl_kv_u(f, "cache_bytes", p->cache_bytes);
     tl_kv_u(f, "segment_bytes", tl_is_hybrid_cfg(p->config) ? p->segment_bytes : 0);
     tl_kv_u(f, "segments_per_core", r->nsegments);
-    tl_kv_u(f, "dram_budget_bytes", r->page_cap_bytes);
+    tl_kv_u(f, "page_cap_bytes", r->page_cap_bytes);
     tl_kv_u(f, "memory_limit", p->memory_limit ? 1 : 0);
     tl_kv_s(f, "memory_limit_enforced", r->limit_how);
     tl_kv_u(f, "memory_limit_bytes", r->limit_bytes);

@@ -1,4 +1,4 @@
-/* runtime.c — the native APCache runtime (APCACHE.md "The four
+/* runtime.c — the native APCache runtime (docs/apcache.md "The four
  * configurations"): the parameters, the run's set-up (shards, CPUs, the
  * memory limit, readahead) and tierlab_apcache_run, which starts and joins
  * the threads. The threads are query_thread.c and config_*.c (one file per
@@ -236,7 +236,7 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
     return 0;
 }
 
-/* Drop the index files from the page cache (WORKLOAD.md's protocol). An
+/* Drop the index files from the page cache (docs/workload.md's protocol). An
  * emulated device then reads its medium — the DID and freq files — once, so
  * that the host's page cache holds it and only the injected delay is
  * storage time. */
@@ -295,7 +295,7 @@ static void tl_memory_limit(tl_run *r, int entered, const char *why) {
         snprintf(raised, sizeof raised, " (raised from %llu: smaller caps get the process "
                  "OOM-killed)", (unsigned long long)cap);
         cap = floor;
-        r->page_cap_bytes = cap; /* reported as the run's dram_budget_bytes */
+        r->page_cap_bytes = cap; /* reported as page_cap_bytes */
     }
     uint64_t usage = tl_cgroup_usage(&r->cg);
     r->limit_bytes = usage + cap;

@@ -1,5 +1,5 @@
-/* slowtier.c — memory for the segment cache on the slow tier (APCACHE.md,
- * ENGINE.md "Placement"): the same tier names as index placement, but an
+/* slowtier.c — memory for the segment cache on the slow tier (docs/apcache.md,
+ * docs/engine.md "Placement"): the same tier names as index placement, but an
  * empty, writable region instead of a copy of a file.
  *   dram     anonymous memory, populated, mlock'd when allowed;
  *   pm:PATH  a temporary file in directory PATH, sized, mmap'd shared and

@@ -1,4 +1,4 @@
-/* steps.c — the cache decisions of APCache (APCACHE.md "The segment cache",
+/* steps.c — the cache decisions of APCache (docs/apcache.md "The segment cache",
  * "Adaptive lookahead") as non-blocking steps over one shard's segment
  * cache. The runtime's threads call them under the shard's mutex and wait
  * on its condition variable when a step says TL_STEP_WAIT; the step-driven

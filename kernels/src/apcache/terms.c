@@ -3,7 +3,7 @@
  * emulated page cache, segment chain), copies of whole terms into segment
  * chains, and page-cache accounting.
  *
- * A term in the segment cache (APCACHE.md "The segment cache") is laid out
+ * A term in the segment cache (docs/apcache.md "The segment cache") is laid out
  * in its chain as: one 8-byte entry per block {u32 offset of the DID block,
  * u32 offset of the freq block}, offsets from the start of the chain; then
  * all its DID blocks; then all its freq blocks (both exactly as in the

@@ -43,11 +43,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tierlab import __version__
+from tierlab.core import registry
 from tierlab.core import native
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.bench.codecs import _cpu_model
 
-TYPES = ("single", "and")
 CLASSES = ("H", "M", "L")
 DEFAULT_QUERIES = {"H": 1000, "M": 5000, "L": 20000}
 DEFAULT_SIZE = 200_000_000
@@ -180,7 +180,7 @@ def make_inputs(work: Path, cfg: Inputs, bar=None) -> tuple[Path, dict, list[dic
                                progress=False)
     done()
     workloads = []
-    for i, (qtype, cls) in enumerate((t, c) for t in TYPES for c in CLASSES):
+    for i, (qtype, cls) in enumerate((t, c) for t in registry.query_types() for c in CLASSES):
         step(f"workload {qtype} {cls}")
         wpath = work / f"{qtype}-{cls}.queries"
         n = cfg.queries[cls]
@@ -206,7 +206,7 @@ def run(cfg: Config, out: Path) -> dict:
         raise TierlabError("the codec registry is empty")
     work = make_work(cfg, out, "index")
 
-    combos = [(t, c) for t in TYPES for c in CLASSES]
+    combos = [(t, c) for t in registry.query_types() for c in CLASSES]
     bar = tqdm(total=1 + len(combos) + len(codecs) * (2 + len(combos)), desc="bench index",
                unit="step", file=sys.stderr, disable=not cfg.progress, leave=False)
     errors: list[dict] = []
@@ -298,7 +298,7 @@ def run(cfg: Config, out: Path) -> dict:
         "config": {
             **inputs_config(cfg, work), "block_size": cfg.block_size, "passes": cfg.passes,
             "reported_pass": "last (warm when passes >= 2)", "k": cfg.k, "drop": cfg.drop,
-            "types": list(TYPES), "classes": list(CLASSES),
+            "types": list(registry.query_types()), "classes": list(CLASSES),
         },
         "corpus": corpus_record(cman, postings),
         "workloads": [{"type": w["type"], "class": w["class"], "queries": w["queries"]}

@@ -89,9 +89,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tierlab.core import registry
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.bench import pisa_engine as pe
-from tierlab.experiments.bench.index import (CLASSES, TYPES, Inputs, _machine, corpus_record, inputs_config, make_inputs,
+from tierlab.experiments.bench.index import (CLASSES, Inputs, _machine, corpus_record, inputs_config, make_inputs,
                     make_work, remove_work, validate_inputs)
 
 K1 = 1.2   # docs/engine.md "Queries" (kernels/src/query/query.h TL_K1)
@@ -338,7 +339,7 @@ def run(cfg: Config, out: Path) -> dict:
         raise TierlabError(version)
     work = make_work(cfg, out, "pisa")
 
-    combos = [(t, c) for t in TYPES for c in CLASSES]
+    combos = [(t, c) for t in registry.query_types() for c in CLASSES]
     # corpus, workloads, index, base, export, convert, encodings, agreement, warm, reps
     steps = 1 + len(combos) + 1 + int(cfg.split) + 2 + len(cfg.encodings) + 2 + cfg.reps
     bar = tqdm(total=steps, desc="bench pisa", unit="step", file=sys.stderr,

@@ -42,30 +42,28 @@ page-cache hits, a base-prefetch worker's page copies and the bookkeeping of
 a read (the table's page_hit_ns, page_touch_ns, page_miss_ns), and a waiting
 thread spins as long as the runtime's did (handoff_spin_ns). On the real
 device the base and hybrid rows' page cache is FIFO (page_cache_policy: the
-kernel ignores accessed bits of the runtime's MADV_RANDOM mapping). The runtime's
-segment cache lives in DRAM (`--slow-tier dram`), so the model's slow tier
-is `ddr4-2666` (tier factor 1). Both do one cold pass.
+kernel ignores accessed bits of the runtime's MADV_RANDOM mapping). Both
+sides run the row's one run spec (runner.run_doc): the slow tier is the
+spec's default ddr4-2666, placed in DRAM by the runtime. Both do one cold
+pass.
 
-Noise. The CPU speed of memory-bound code on this VM drifts by up to 60 %
-over seconds (400 SINGLE H queries: 7.8-14.8 ms for the same query run,
-in runs of similar values; a pure ALU loop stays within 1 %), so the CPU
-trace is taken next to the run it calibrates rather than once per
+Noise. The CPU speed of memory-bound code on a shared virtual machine can
+drift by tens of percent over seconds while a pure ALU loop does not, so
+the CPU trace is taken next to the run it calibrates rather than once per
 workload. And a runtime run shorter than REPEAT_BELOW_S (an NVMe row: tens
 of milliseconds) is run `repeats` times, the run with the median QPS kept
 with its own CPU trace (all QPS in ROW/measured/repeats.json), and
 SPREAD_EXTRA more times when their QPS lie more than SPREAD_RERUN of their
-median apart (a noisy moment of the host: in one grid a base NVMe row ran
-at 9,666 and 15,985 QPS and three runs between them were late); longer runs
+median apart (a noisy moment of the host); longer runs
 average the noise themselves and run `min_runs` times (default 2). An
 emulated run whose device was late for more than LATE_SHARE of its wall
 time (its reads returned after their planned completion: the host did not
-run the thread when due, which made 24 of 64 emulated runs 2-15 % late in one grid and 8 of 64 in
-another an hour apart) did not emulate the spec's device and is run again,
+run the thread when due) did not emulate the spec's device and is run again,
 at most LATE_RETRIES more times. Neither side sees the other's
 results. The model resumes a woken thread after the cost table's median
 wake-up: drawn wake-ups (model key wake_ups: drawn) reproduce the runtime's
-occasional tipping into thrashing on a 10 % cache, but how often the long
-wake-ups come was not stable enough on this VM to predict a given run.
+occasional tipping into thrashing on a small cache, but how often the long
+wake-ups come depends on the host's moment, not on the run.
 Instead the model of each prefetch row is checked for a second steady state
 (model key check_bistable: a second run with the worker started as far
 ahead as it may go); the summary counts the bistable rows, names those whose

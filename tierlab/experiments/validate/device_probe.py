@@ -78,11 +78,10 @@ def probe_device(folder, *, file_bytes: int = 128 * 2**20, random_reads: int = 2
     (`runtime_reads`: runs of 4 KiB and of run_bytes, page cache capped at
     cap_bytes): the latency and bandwidth of a line through those two means
     are what the model's `real` device gets (`read_path` says which); and
-    the same line under each page-cache cap of `caps` (`runtime_lines`: on a
-    2-vCPU VM a 128 KiB run through the kernel's page cache took ~260 us
-    under a 1 MiB cap, ~335 us under 4 MiB and ~550 us uncapped in one
-    measurement; in a later one the lines under 0.9, 1.0 and 4.4 MB caps
-    agreed within ~15 %). The scratch file is removed, unless it is the
+    the same line under each page-cache cap of `caps` (`runtime_lines`: a
+    read through the kernel's page cache costs more as the cgroup cap forces
+    reclaim, so each cap a grid's real rows plan gets its own line). The
+    scratch file is removed, unless it is the
     `scratch` given (written if missing, kept for later probes). Returns the
     numbers and how they were taken."""
     import random

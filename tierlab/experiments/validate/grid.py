@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 from tierlab.core import values
-from tierlab.core import runspec
+from tierlab.core import registry, runspec
 from tierlab.core.errors import TierlabError
 from tierlab.core.specs import REAL
 
@@ -36,13 +36,12 @@ SPREAD_EXTRA = 2      # (max - min) / median than this
 LATE_SHARE = 0.02     # an emulated run whose device was late this share of its wall time
 LATE_RETRIES = 2      # does not count and runs again, at most this many more times per row
 # pause between the CPU trace (in this process) and the runtime run: the
-# trace's 26 MB DRAM copy of the index is freed and collected meanwhile, not
-# during the run's first queries (a ~1 ms stall there can tip base-prefetch
-# at a small cache into its thrashing state; 2 of 6 runs did without it)
+# trace's DRAM copy of the index is freed and collected meanwhile, not during
+# the run's first queries (a stall there can tip base-prefetch at a small
+# cache into its thrashing state)
 SETTLE_S = 0.3
 # columns collect() adds to the cache_run rows (not of the result schema)
-LABELS = ("row_id", "cell", "device_label", "workload_type", "workload_class", "workload_rp",
-          "grid_cache_bytes")
+LABELS = ("row_id", "cell")
 
 
 @dataclass
@@ -153,8 +152,9 @@ def _workloads(w) -> list[dict]:
     out = []
     for combo in itertools.product(*axes.values()):
         g = dict(zip(WORKLOAD_KEYS, combo))
-        if g["type"] not in ("single", "and"):
-            raise TierlabError(f"grid: workload.type: {g['type']!r}; known: single, and")
+        if g["type"] not in registry.query_types():
+            raise TierlabError(f"grid: workload.type: {g['type']!r}; known: "
+                               f"{', '.join(registry.query_types())}")
         if str(g["class"]).upper() not in ("H", "M", "L"):
             raise TierlabError(f"grid: workload.class: {g['class']!r}; known: H, M, L")
         g["class"] = str(g["class"]).upper()

@@ -277,9 +277,9 @@ ROW_PROBE_READS = 300  # reads of each size through the runtime's path, before a
 
 def _row_spec(measured: Path, real: RealDevice) -> Path:
     """measured/real.yaml: the real device's line through the mean read times
-    the row's own probes took right before and after its kept run (the disk's
-    speed drifted 2-3x within a minute on a VM: 4 KiB reads 118-294 us in six
-    probes 5 s apart), else the grid's spec of its cap."""
+    the row's own probes took right before and after its kept run (a virtual
+    disk's speed can drift several-fold within a minute), else the grid's
+    spec of its cap."""
     pr = json.loads((measured / "device-probe.json").read_text())
     small, big = ({**pr["before"][k], "mean_ns": (pr["before"][k]["mean_ns"]
                                                    + pr["after"][k]["mean_ns"]) / 2,
@@ -296,10 +296,8 @@ def _row_spec(measured: Path, real: RealDevice) -> Path:
 
 def collect(grid: Grid) -> tuple:
     """(measured, model) cache_run DataFrames of the finished rows, with the
-    columns row_id, cell, device_label, workload_{type,class,rp} and
-    grid_cache_bytes (the runtime's cache_bytes: the model's differs on the
-    real device when the runtime's cgroup floor raised the page cache)
-    (LABELS) added."""
+    columns row_id and cell (LABELS) added: both sides ran the row's run
+    spec, so their parameter columns agree as written."""
     import pandas as pd
 
     from tierlab.traces.schema import read_table
@@ -309,16 +307,10 @@ def collect(grid: Grid) -> tuple:
         if not is_done(grid.out, r):
             continue
         d = row_dir(grid.out, r)
-        grid_cache = None
         for side, acc in (("measured", meas), ("model", mod)):
             _, df = read_table(d / side / "cache_run.parquet")
-            grid_cache = df["cache_bytes"].iloc[0] if grid_cache is None else grid_cache
-            df["grid_cache_bytes"] = grid_cache
             df["row_id"] = r.id
             df["cell"] = r.cell
-            df["device_label"] = r.values["device"]
-            for k in ("type", "class", "rp"):
-                df[f"workload_{k}"] = r.workload[k]
             if side == "model":  # its second steady state, when it was checked for one
                 pj = json.loads(df["params"].iloc[0])
                 df["bistable"] = bool(pj.get("bistable", False))
