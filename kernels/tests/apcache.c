@@ -24,16 +24,7 @@
 
 #include "apcache/apcache.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            failures++;                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 /* ---- 1. device timing ---------------------------------------------------------- */
 
@@ -534,9 +525,9 @@ int main(void) {
     test_example_1();
     test_example_2();
     test_pin_guard();
-    printf("device rule, worked examples, pin guard: %d failed\n", failures);
+    printf("device rule, worked examples, pin guard: %d failed\n", tl_check_failures);
     build_index();
-    int f0 = failures;
+    int f0 = tl_check_failures;
     uint64_t small = 48 * 4096; /* a fraction of the touched postings: evictions */
     run_config(TL_APCACHE_BASE, 0, 1, small, 1);
     run_config(TL_APCACHE_BASE_PREFETCH, 4, 2, small, 1);
@@ -545,7 +536,7 @@ int main(void) {
     run_config(TL_APCACHE_HYBRID_PREFETCH, 64, 1, small, 1); /* fixed LA, too large */
     run_config(TL_APCACHE_BASE, 0, 1, small, 0);              /* real device */
     run_config(TL_APCACHE_HYBRID, 0, 2, small, 0);
-    printf("threaded runs: %d failed\n", failures - f0);
+    printf("threaded runs: %d failed\n", tl_check_failures - f0);
 
     /* cancel: stop after a few queries; partial results, nothing left behind */
     char out[400], err[TIERLAB_ERRMSG];
@@ -572,12 +563,12 @@ int main(void) {
     CHECK(done >= 1 && done < 2.0 * nq_total, "cancel: %g queries", done);
     CHECK(count_strays() == 0, "cancel: stray files left");
 
-    printf("apcache: %d failed\n", failures);
-    if (!failures) {
+    printf("apcache: %d failed\n", tl_check_failures);
+    if (!tl_check_failures) {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         if (getenv("TIERLAB_KEEP")) return 0;
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     }
-    return failures ? 1 : 0;
+    return tl_check_failures ? 1 : 0;
 }

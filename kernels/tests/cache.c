@@ -20,17 +20,7 @@
 #include "cache/cache.h"
 #include "tierlab.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        checks++;                                                  \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                          \
-            fputc('\n', stderr);                                   \
-        }                                                          \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void) { /* splitmix64 */
@@ -533,6 +523,6 @@ int main(void) {
     test_lru_vs_reference();
     test_segcache_random();
     test_errors();
-    printf("cache: %d checks, %d failed\n", checks, failures);
-    return failures != 0;
+    printf("cache: %d checks, %d failed\n", tl_checks, tl_check_failures);
+    return tl_check_failures != 0;
 }

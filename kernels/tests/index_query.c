@@ -18,16 +18,7 @@
 #define VOCAB 300
 #define K 40
 
-static int failures;
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            failures++;                                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static uint64_t rng(void) {
@@ -314,7 +305,7 @@ int main(void) {
     for (int d = 0; d < DOCS; d++) free(docs[d]);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
-    if (failures) fprintf(stderr, "%d failures\n", failures);
+    if (tl_check_failures) fprintf(stderr, "%d tl_check_failures\n", tl_check_failures);
     else printf("index_query: ok\n");
-    return failures ? 1 : 0;
+    return tl_check_failures ? 1 : 0;
 }

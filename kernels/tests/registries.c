@@ -10,17 +10,7 @@
 
 #include "tierlab.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        checks++;                                                  \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                          \
-            fputc('\n', stderr);                                   \
-        }                                                          \
-    } while (0)
+#include "check.h"
 
 static int kebab(const char *s) {
     if (!s || !*s || *s == '-') return 0;
@@ -91,6 +81,6 @@ int main(void) {
     tierlab_cache *c = NULL;
     CHECK(tierlab_cache_new((int)tierlab_policy_count(), 4, 2, &c) == TIERLAB_EINVAL && !c,
           "a policy past the table");
-    printf("registries: %d checks, %d failed\n", checks, failures);
-    return failures != 0;
+    printf("registries: %d checks, %d failed\n", tl_checks, tl_check_failures);
+    return tl_check_failures != 0;
 }

@@ -12,17 +12,7 @@
 
 #include "tierlab.h"
 
-static int failures, checks;
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        checks++;                                                  \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                          \
-            fputc('\n', stderr);                                   \
-        }                                                          \
-    } while (0)
+#include "check.h"
 
 static char path[64];
 
@@ -136,6 +126,6 @@ int main(void) {
     test_good_file();
     test_bad_files();
     unlink(path);
-    printf("workload: %d checks, %d failed\n", checks, failures);
-    return failures != 0;
+    printf("workload: %d checks, %d failed\n", tl_checks, tl_check_failures);
+    return tl_check_failures != 0;
 }
