@@ -20,11 +20,11 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from tierlab.core import runspec, specs, values
+from tierlab.core import registry, runspec, specs, values
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import indexmeta, sim
-from tierlab.model import trace as trace_mod
+from tierlab.model import replay
 
 WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", "l")
 # where a replayed trace's CPU time per query comes from: the cost table, or the
@@ -146,9 +146,9 @@ def _check_workload(w):
                            f"{', '.join(WORKLOAD_KEYS)} (or file / trace)")
     g = {"type": "single", "class": "H", "queries": 1000, "rp": 0.25, "seed": None}
     g.update(w)
-    if g["type"] not in trace_mod.QTYPES:
+    if g["type"] not in registry.query_types():
         raise TierlabError(f"workload.type: unknown query type {g['type']!r}; known: "
-                           f"{', '.join(trace_mod.QTYPES)}")
+                           f"{', '.join(registry.query_types())}")
     if str(g["class"]).upper() not in ("H", "M", "L"):
         raise TierlabError(f"workload.class: {g['class']!r}; known: H, M, L")
     g["class"] = str(g["class"]).upper()
@@ -171,10 +171,10 @@ def _check_costs(c):
         raise TierlabError(f"costs: 'default', a cost table file (tierlab query costs), or "
                            f"{{single: {{{', '.join(COST_KEYS)}}}, and: {{...}}}}; got {c!r}")
     for t in c:
-        if t not in trace_mod.QTYPES:
+        if t not in registry.query_types():
             raise TierlabError(f"costs: unknown query type '{t}'; known: "
-                               f"{', '.join(trace_mod.QTYPES)}")
-    for t in trace_mod.QTYPES:
+                               f"{', '.join(registry.query_types())}")
+    for t in registry.query_types():
         part = c.get(t)
         if not isinstance(part, dict):
             raise TierlabError(f"costs.{t}: a mapping {{{', '.join(COST_KEYS)}}}")
@@ -271,10 +271,10 @@ def _build_index(key: str):
 
 def build_trace(meta, w: dict, seed: int):
     if "file" in w:
-        return trace_mod.from_workload_file(meta, w["file"])
+        return replay.from_workload_file(meta, w["file"])
     if "trace" in w:
-        return trace_mod.from_query_trace(meta, w["trace"], w.get("cpu", "table"))
-    return trace_mod.generate(meta, qtype=w["type"], cls=w["class"], queries=w["queries"],
+        return replay.from_query_trace(meta, w["trace"], w.get("cpu", "table"))
+    return replay.generate(meta, qtype=w["type"], cls=w["class"], queries=w["queries"],
                               rp=w["rp"], seed=seed if w.get("seed") is None else w["seed"],
                               h=w.get("h"), l=w.get("l"), repeat_queue=w.get("repeat_queue"))
 

@@ -39,7 +39,7 @@ from tierlab.model.device import Device, Slots
 from tierlab.model.indexmeta import IndexMeta
 from tierlab.model.pagecache import PAGE, PageCache, PageMap
 from tierlab.model.tier import Tier
-from tierlab.model.trace import Trace, next_uses
+from tierlab.model.replay import Replay, next_uses
 
 # Params' defaults are the run spec's (tierlab.core.runspec)
 DEFAULT_LOOKAHEAD = runspec.DEFAULT_LOOKAHEAD
@@ -209,7 +209,7 @@ def _cache_classes():
 class Simulation:
     """Build with the inputs, call run(); results in `result()`."""
 
-    def __init__(self, index: IndexMeta, trace: Trace, params: Params, costs, device_spec,
+    def __init__(self, index: IndexMeta, trace: Replay, params: Params, costs, device_spec,
                  tier_spec=None, *, log: list | None = None, cache_classes=None,
                  seed: int = 0, drawn_wake_ups: bool = False):
         p = params

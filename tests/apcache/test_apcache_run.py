@@ -289,3 +289,28 @@ def test_emulated_reads_spin_whole_delays_only_when_every_thread_has_a_cpu(
     # late reads are a subset of the reads; a late pread is a late read
     assert 0 <= p["device_late_preads"] <= p["device_late_reads"] <= run["storage_reads"]
     assert p["device_late_ns"] >= 2000 * p["device_late_reads"]
+
+
+def test_one_spec_file_drives_the_runtime_and_the_model(setup, tmp_path):
+    """`tierlab apcache run SPEC` and `tierlab model run SPEC` read one file
+    and report the same run: configuration, device, slow tier, cache."""
+    import yaml
+
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump({
+        "index": str(setup / "idx"), "workload": str(setup / "w.queries"),
+        "config": "hybrid-prefetch", "device": "nvme-p4800x", "cache_bytes": "256KiB",
+        "segment_bytes": "8KiB", "dram_budget_bytes": "128KiB", "k": 100,
+        "costs": {t: {"query_ns": 1000, "block_ns": 300, "posting_ns": 5}
+                  for t in ("single", "and")}}))
+    assert main(["apcache", "run", str(spec), "--out", str(tmp_path / "m"), "--quiet"]) == 0
+    assert main(["model", "run", str(spec), "--out", str(tmp_path / "p")]) == 0
+    a = _tables(tmp_path / "m")["cache_run"].iloc[0]
+    _, b = read_table(tmp_path / "p" / "cache_run.parquet")
+    b = b.iloc[0]
+    for col in ("config", "policy", "device", "slow_tier", "cores", "cache_bytes",
+                "segment_bytes", "lookahead", "dram_budget_bytes", "query_type"):
+        assert a[col] == b[col], col
+    assert a["slow_tier"] == "ddr4-2666"
+    spec_a, spec_b = (json.loads(r["params"])["spec"] for r in (a, b))
+    assert spec_a.pop("out") != spec_b.pop("out") and spec_a == spec_b

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tierlab.model.indexmeta import IndexMeta
-from tierlab.model.trace import Trace
+from tierlab.model.replay import Replay
 
 
 class Spec(dict):
@@ -58,11 +58,11 @@ def segment_sized(segments, segment_bytes=1024) -> IndexMeta:
     return index_of([s * segment_bytes - 8 for s in segments])
 
 
-def trace_of(queries, blocks=None, postings=None) -> Trace:
+def trace_of(queries, blocks=None, postings=None) -> Replay:
     """Queries as lists of term ids; blocks decoded per occurrence default 1."""
     qfirst = np.concatenate([[0], np.cumsum([len(q) for q in queries])]).astype(np.int64)
     term = np.asarray([t for q in queries for t in q], np.int64)
     b = np.ones(len(term), np.int64) if blocks is None else np.asarray(blocks, np.int64)
     p = np.zeros(len(queries), np.int64) if postings is None else np.asarray(postings, np.int64)
     qtype = np.asarray([int(len(q) > 1) for q in queries], np.int8)
-    return Trace("test", qtype, qfirst, term, b, p, "single", "", float("nan"))
+    return Replay("test", qtype, qfirst, term, b, p, "single", "", float("nan"))

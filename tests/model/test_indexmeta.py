@@ -8,7 +8,7 @@ import pytest
 
 from tierlab.core.errors import TierlabError
 from tierlab.model import indexmeta as im
-from tierlab.model import trace as tr
+from tierlab.model import replay as tr
 
 
 def test_small_synthetic_index_matches_its_statistics():

@@ -10,7 +10,7 @@ import pytest
 from tierlab.cli import main
 from tierlab.engine.index import build
 from tierlab.model import config as C
-from tierlab.model import indexmeta, trace
+from tierlab.model import indexmeta, replay
 from tierlab.traces.runs import read_trace
 
 COSTS = {"single": {"query_ns": 1000, "block_ns": 300, "posting_ns": 5},
@@ -43,7 +43,7 @@ def test_metadata_from_extents(small):
 
 def test_replay_uses_the_measured_work(small):
     m = indexmeta.from_index(small / "idx")
-    t = trace.from_query_trace(m, small / "trace")
+    t = replay.from_query_trace(m, small / "trace")
     measured = read_trace(small / "trace")
     q = measured["query"].sort_values("query_id")
     assert t.queries == len(q) == 6
@@ -108,4 +108,4 @@ def test_cpu_measured_needs_an_all_dram_run(small):
 
     m = indexmeta.from_index(small / "idx")
     with pytest.raises(TierlabError, match="every structure in DRAM"):
-        trace.from_query_trace(m, small / "trace", "measured")  # a storage-placement run
+        replay.from_query_trace(m, small / "trace", "measured")  # a storage-placement run

@@ -35,16 +35,8 @@ from tierlab.core.errors import TierlabError
 from tierlab.model.indexmeta import IndexMeta
 
 
-def __getattr__(name: str):
-    """QTYPES: the query-type names of the C registry (kernels/src/query/query.c),
-    at the index of their TIERLAB_QUERY_* number (a Trace's query_type)."""
-    if name == "QTYPES":
-        return registry.query_types()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @dataclass
-class Trace:
+class Replay:
     name: str
     qtype: np.ndarray            # per query: 0 single, 1 and
     qfirst: np.ndarray           # per query: first occurrence; len = queries + 1
@@ -77,13 +69,13 @@ class Trace:
             np.add.at(out, q, self.blocks_decoded)
         return out
 
-    def repeated(self, passes: int) -> "Trace":
+    def repeated(self, passes: int) -> "Replay":
         """The trace run `passes` times back to back (one workload per pass)."""
         if passes == 1:
             return self
         n = self.occurrences
         qfirst = np.concatenate([self.qfirst[:-1] + p * n for p in range(passes)] + [[passes * n]])
-        return Trace(self.name, np.tile(self.qtype, passes), qfirst.astype(np.int64),
+        return Replay(self.name, np.tile(self.qtype, passes), qfirst.astype(np.int64),
                      np.tile(self.term, passes), np.tile(self.blocks_decoded, passes),
                      np.tile(self.postings_scored, passes), self.query_type, self.query_class,
                      self.rp, self.unknown_terms, dict(self.info, passes=passes),
@@ -96,7 +88,7 @@ def _qtype_name(qtype: np.ndarray) -> str:
 
 
 def from_term_ids(meta: IndexMeta, queries: list, *, name: str, query_class: str = "",
-                  rp: float = math.nan, unknown: int = 0, kinds: list | None = None) -> Trace:
+                  rp: float = math.nan, unknown: int = 0, kinds: list | None = None) -> Replay:
     """A trace from queries given as lists of term ids, with the estimated work
     of the module docstring."""
     docs = float(meta.documents or max(1, int(meta.postings.max(initial=1))))
@@ -126,7 +118,7 @@ def from_term_ids(meta: IndexMeta, queries: list, *, name: str, query_class: str
                 blocks.append(min(b, int(math.ceil(b * -math.expm1(-p1 / b)))))
                 inter *= p[j] / docs
         scored[i] = int(round(inter))
-    return Trace(name, qtype, qfirst, np.asarray(terms, np.int64), np.asarray(blocks, np.int64),
+    return Replay(name, qtype, qfirst, np.asarray(terms, np.int64), np.asarray(blocks, np.int64),
                  scored, _qtype_name(qtype), query_class, rp, unknown)
 
 
@@ -162,7 +154,7 @@ def _generator(path) -> tuple[str, float]:
         return "", math.nan
 
 
-def from_workload_file(meta: IndexMeta, path: str | os.PathLike) -> Trace:
+def from_workload_file(meta: IndexMeta, path: str | os.PathLike) -> Replay:
     """A query file (tierlab.engine.workload.read_queries); class and rp from its
     `<file>.json` when `tierlab workload generate` wrote one."""
     from tierlab.engine.workload import read_queries
@@ -187,7 +179,7 @@ def class_terms(meta: IndexMeta, cls: str, h: float, l: float) -> list[str]:
 
 def generate(meta: IndexMeta, *, qtype: str, cls: str, queries: int, rp: float, seed: int = 0,
              h: float | None = None, l: float | None = None, repeat_queue: int | None = None
-             ) -> Trace:
+             ) -> Replay:
     """docs/workload.md's RP workload over the index's class-`cls` terms."""
     from tierlab.engine import workload as wl
 
@@ -209,7 +201,7 @@ def generate(meta: IndexMeta, *, qtype: str, cls: str, queries: int, rp: float, 
 
 
 def from_query_trace(meta: IndexMeta, trace_dir: str | os.PathLike,
-                     cpu: str = "table") -> Trace:
+                     cpu: str = "table") -> Replay:
     """Replay of a `tierlab query run --trace DIR` run: its queries in order,
     with the measured blocks_decoded per term and postings_scored per query.
     cpu "measured": also each query's measured latency as its CPU time; the
@@ -256,7 +248,7 @@ def from_query_trace(meta: IndexMeta, trace_dir: str | os.PathLike,
         gcls, rp = _generator(str(run["workload"].iloc[0]))
         cls = cls or gcls
     cpu_ns = q["latency_ns"].to_numpy(np.float64) if cpu == "measured" else None
-    return Trace(str(Path(trace_dir)), qtype, qfirst, np.asarray(terms, np.int64),
+    return Replay(str(Path(trace_dir)), qtype, qfirst, np.asarray(terms, np.int64),
                  np.asarray(blocks, np.int64), q["postings_scored"].to_numpy(np.int64),
                  _qtype_name(qtype), cls, rp, unknown, {"replay": True, "cpu": cpu},
                  cpu_ns)
