@@ -23,10 +23,10 @@ from pathlib import Path
 from tierlab.core import registry, runspec, specs, values
 from tierlab.core.errors import TierlabError
 
+from tierlab.engine import workload as wl
 from tierlab.model import indexmeta, sim
 from tierlab.model import replay
 
-WORKLOAD_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", "l")
 # where a replayed trace's CPU time per query comes from: the cost table, or the
 # latency `tierlab query run` measured for each query (an all-DRAM run)
 CPU_SOURCES = ("table", "measured")
@@ -128,7 +128,7 @@ def _check_workload(w):
         return {"file": str(w)}
     if not isinstance(w, dict):
         raise TierlabError(f"workload: a query file, {{file: F}}, {{trace: DIR}} or "
-                           f"{{{', '.join(WORKLOAD_KEYS)}}}; got {w!r}")
+                           f"{{{', '.join(wl.GENERATOR_KEYS)}}}; got {w!r}")
     if "trace" in w:
         extra = [k for k in w if k not in ("trace", "cpu")]
         if extra:
@@ -140,28 +140,9 @@ def _check_workload(w):
         if len(w) != 1:
             raise TierlabError("workload: 'file' alone (cpu: measured needs a trace)")
         return dict(w)
-    unknown = [k for k in w if k not in WORKLOAD_KEYS]
-    if unknown:
-        raise TierlabError(f"workload: unknown key '{unknown[0]}'; known: "
-                           f"{', '.join(WORKLOAD_KEYS)} (or file / trace)")
     g = {"type": "single", "class": "H", "queries": 1000, "rp": 0.25, "seed": None}
     g.update(w)
-    if g["type"] not in registry.query_types():
-        raise TierlabError(f"workload.type: unknown query type {g['type']!r}; known: "
-                           f"{', '.join(registry.query_types())}")
-    if str(g["class"]).upper() not in ("H", "M", "L"):
-        raise TierlabError(f"workload.class: {g['class']!r}; known: H, M, L")
-    g["class"] = str(g["class"]).upper()
-    g["queries"] = _int("workload.queries", g["queries"])
-    g["rp"] = _num("workload.rp", g["rp"], 0.0, 1.0)
-    if g["seed"] is not None:
-        g["seed"] = _int("workload.seed", g["seed"], 0)
-    for k in ("h", "l"):
-        if k in g:
-            g[k] = _num(f"workload.{k}", g[k], 0.0, open_lo=True)
-    if "repeat_queue" in g:
-        g["repeat_queue"] = _int("workload.repeat_queue", g["repeat_queue"])
-    return g
+    return wl.check_generator(g)
 
 
 def _check_costs(c):
@@ -231,8 +212,6 @@ def describe_costs(costs) -> dict:
 def _materialise_floor(w: dict, documents: int) -> int | None:
     """Smallest posting count a generated workload of class w['class'] can
     query: only those terms need to be materialised."""
-    from tierlab.engine import workload as wl
-
     if "class" not in w:
         return None
     t = wl.Thresholds.resolve(w.get("h", wl.DEFAULT_H), w.get("l", wl.DEFAULT_L), documents)

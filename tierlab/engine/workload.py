@@ -211,6 +211,41 @@ def read_queries(path: str | os.PathLike) -> list[tuple[str, ...]]:
         lib.tierlab_workload_free(w)
 
 
+# --- generator parameters ------------------------------------------------------------
+
+GENERATOR_KEYS = ("type", "class", "queries", "rp", "seed", "repeat_queue", "h", "l")
+
+
+def check_generator(g: dict, where: str = "workload") -> dict:
+    """The parameters of a generated RP workload (`generate_queries`) checked
+    and normalised: type (a query type of the registry), class (H, M, L),
+    queries >= 1, rp in [0, 1], seed >= 0 or None, and when present h, l > 0
+    and repeat_queue >= 1. An error names `where`.key."""
+    from tierlab.core import values
+
+    unknown = [k for k in g if k not in GENERATOR_KEYS]
+    if unknown:
+        raise TierlabError(f"{where}: unknown key '{unknown[0]}'; known: "
+                           f"{', '.join(GENERATOR_KEYS)}")
+    g = dict(g)
+    if g.get("type") not in registry.query_types():
+        raise TierlabError(f"{where}.type: unknown query type {g.get('type')!r}; known: "
+                           f"{', '.join(registry.query_types())}")
+    if str(g.get("class")).upper() not in CLASSES:
+        raise TierlabError(f"{where}.class: {g.get('class')!r}; known: {', '.join(CLASSES)}")
+    g["class"] = str(g["class"]).upper()
+    g["queries"] = values.whole(f"{where}.queries", g.get("queries"))
+    g["rp"] = values.number(f"{where}.rp", g.get("rp"), 0.0, 1.0)
+    if g.get("seed") is not None:
+        g["seed"] = values.whole(f"{where}.seed", g["seed"], 0)
+    for k in ("h", "l"):
+        if k in g:
+            g[k] = values.number(f"{where}.{k}", g[k], 0.0, open_lo=True)
+    if "repeat_queue" in g:
+        g["repeat_queue"] = values.whole(f"{where}.repeat_queue", g["repeat_queue"])
+    return g
+
+
 # --- statistics --------------------------------------------------------------------
 
 def workload_stats(queries, terms_df, *, block_postings: int = BLOCK_POSTINGS,

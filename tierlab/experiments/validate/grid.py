@@ -12,8 +12,9 @@ from pathlib import Path
 
 
 from tierlab.core import values
-from tierlab.core import registry, runspec
+from tierlab.core import runspec
 from tierlab.core.errors import TierlabError
+from tierlab.engine import workload as wl
 from tierlab.core.specs import REAL
 
 
@@ -151,20 +152,10 @@ def _workloads(w) -> list[dict]:
     axes = {k: _listed(f"workload.{k}", base[k]) for k in WORKLOAD_KEYS}
     out = []
     for combo in itertools.product(*axes.values()):
-        g = dict(zip(WORKLOAD_KEYS, combo))
-        if g["type"] not in registry.query_types():
-            raise TierlabError(f"grid: workload.type: {g['type']!r}; known: "
-                               f"{', '.join(registry.query_types())}")
-        if str(g["class"]).upper() not in ("H", "M", "L"):
-            raise TierlabError(f"grid: workload.class: {g['class']!r}; known: H, M, L")
-        g["class"] = str(g["class"]).upper()
-        g["queries"] = _int("workload.queries", g["queries"])
-        rp = g["rp"]
-        if isinstance(rp, bool) or not isinstance(rp, (int, float)) or not 0 <= rp <= 1:
-            raise TierlabError(f"grid: workload.rp: a probability in [0, 1], got {rp!r}")
-        g["rp"] = float(rp)
-        g["seed"] = _int("workload.seed", g["seed"], 0)
-        out.append(g)
+        try:
+            out.append(wl.check_generator(dict(zip(WORKLOAD_KEYS, combo))))
+        except TierlabError as e:
+            raise TierlabError(f"grid: {e}") from None
     return out
 
 
