@@ -18,6 +18,7 @@ import pytest
 
 from tierlab.core.registry import configs
 from tierlab.cli import main
+from tiny_inputs import corpus_and_index
 from tierlab.traces.schema import read_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,11 +27,7 @@ CONFIGS = configs()
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    d = tmp_path_factory.mktemp("apc")
-    assert main(["corpus", "generate", "--docs", "3000", "--doc-bytes", "512", "--quiet",
-                 "--out", str(d / "c.txt")]) == 0
-    assert main(["index", "build", str(d / "c.txt"), "--codec", "pfor-delta256", "--quiet",
-                 "--out", str(d / "idx")]) == 0
+    d = corpus_and_index(tmp_path_factory.mktemp("apc"), docs=3000)
     # H terms (many blocks) and M terms, SINGLE and AND, with repeats (rp 0.5)
     for name, cls, qtype in (("h", "H", "single"), ("m", "M", "single"), ("a", "H", "and")):
         assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", cls,

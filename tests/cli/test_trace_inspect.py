@@ -12,19 +12,14 @@ import pytest
 import yaml
 
 from tierlab.cli import main
+from tiny_inputs import SMALL_MODEL_SPEC, corpus_and_index
 from tierlab.traces import schema
 from tierlab.traces.read import find_tables
 
 CACHE = {"cache_run", "cache_query", "cache_timeline"}
 TRACE = {"run", "query", "term"}
 
-# a model run on a synthesised index (tests/model/test_cli_model.py)
-MODEL = {"config": "base-prefetch", "device": "hdd-7200", "cache_fraction": 0.2,
-         "index": {"documents": 5000, "postings": 400_000, "vocabulary": 20_000,
-                   "index_bytes": 600_000},
-         "costs": {"single": {"query_ns": 1000, "block_ns": 300, "posting_ns": 5},
-                   "and": {"query_ns": 1000, "block_ns": 300, "posting_ns": 40}},
-         "readahead_bytes": 8192, "workload": {"type": "and", "class": "H", "queries": 20}}
+MODEL = dict(SMALL_MODEL_SPEC, workload={"type": "and", "class": "H", "queries": 20})
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +27,7 @@ def inputs(tmp_path_factory):
     """A tiny corpus, its index, an H SINGLE workload and a cost table."""
     from tierlab.model import costs
 
-    d = tmp_path_factory.mktemp("inputs")
-    assert main(["corpus", "generate", "--docs", "1500", "--doc-bytes", "512", "--quiet",
-                 "--out", str(d / "c.txt")]) == 0
-    assert main(["index", "build", str(d / "c.txt"), "--codec", "pfor-delta256", "--quiet",
-                 "--out", str(d / "idx")]) == 0
+    d = corpus_and_index(tmp_path_factory.mktemp("inputs"), docs=1500)
     assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", "H",
                  "--type", "single", "--queries", "20", "--rp", "0.5", "--quiet",
                  "--out", str(d / "w.queries")]) == 0

@@ -5,14 +5,10 @@ from __future__ import annotations
 import yaml
 
 from tierlab.cli import main
+from tiny_inputs import SMALL_MODEL_SPEC
 from tierlab.traces.schema import read_table
 
-CFG = {"config": "base-prefetch", "device": "hdd-7200", "cache_fraction": 0.2,
-       "index": {"documents": 5000, "postings": 400_000, "vocabulary": 20_000,
-                 "index_bytes": 600_000},
-       "costs": {"single": {"query_ns": 1000, "block_ns": 300, "posting_ns": 5},
-                 "and": {"query_ns": 1000, "block_ns": 300, "posting_ns": 40}},
-       "readahead_bytes": 8192, "workload": {"type": "and", "class": "H", "queries": 40}}
+CFG = SMALL_MODEL_SPEC
 
 
 def write(tmp_path, doc, name="cfg.yaml"):
