@@ -7,10 +7,8 @@
 #include "runtime.h"
 
 void *tl_hybrid_worker(void *arg) {
-    tl_thread_setup();
-    tl_shard *s = arg;
+    tl_shard *s = tl_shard_thread_start(arg);
     tl_run *r = s->run;
-    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     uint64_t j = 0;
     while (j < w->nocc && !tl_stopping(r)) {

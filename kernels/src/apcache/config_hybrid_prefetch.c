@@ -10,10 +10,8 @@
 #include "runtime.h"
 
 void *tl_prefetch_worker(void *arg) {
-    tl_thread_setup();
-    tl_shard *s = arg;
+    tl_shard *s = tl_shard_thread_start(arg);
     tl_run *r = s->run;
-    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     for (uint64_t q = 0; q < w->nq && !tl_stopping(r); q++) {
         if (tl_wait_lookahead(s, q)) break;

@@ -38,10 +38,8 @@ static uint64_t tl_wait_prefetched(tl_shard *s, uint64_t q) {
 }
 
 void *tl_query_thread(void *arg) {
-    tl_thread_setup();
-    tl_shard *s = arg;
+    tl_shard *s = tl_shard_thread_start(arg);
     tl_run *r = s->run;
-    tl_gate_wait(r);
     const tl_workload *w = &r->wl;
     int cfg = r->p.config;
     tierlab_query_stats st;

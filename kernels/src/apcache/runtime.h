@@ -167,6 +167,8 @@ void tl_wake_all(tl_run *r);
 /* Record the shard's first failure and stop the run. */
 void tl_fail(tl_shard *s, int rc, const char *what);
 void tl_gate_wait(tl_run *r);
+/* A shard thread's start (query thread, worker): its set-up, then the gate. */
+tl_shard *tl_shard_thread_start(void *arg);
 void tl_gate_open(tl_run *r, uint32_t threads);
 int tl_spin_until(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t v);
 void tl_wake_worker(tl_shard *s);

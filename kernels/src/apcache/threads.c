@@ -43,6 +43,13 @@ void tl_gate_wait(tl_run *r) {
         sched_yield();
 }
 
+tl_shard *tl_shard_thread_start(void *arg) {
+    tl_thread_setup();
+    tl_shard *s = arg;
+    tl_gate_wait(s->run);
+    return s;
+}
+
 /* Open the gate once `threads` threads wait at it (or on failure). */
 void tl_gate_open(tl_run *r, uint32_t threads) {
     while (atomic_load(&r->gate_arrived) < threads && !tl_stopping(r)) sched_yield();
