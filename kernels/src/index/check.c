@@ -261,21 +261,30 @@ static int tl_check_term(tl_checker *k, uint64_t i, uint64_t pos[TIERLAB_FILES])
                  (unsigned long long)pos[TIERLAB_FILE_SKIP]);
         return tl_bad(k, TIERLAB_FILE_DICT, tl_entry_offset(ix, d) + 8, 8, (int64_t)i, -1, msg);
     }
+    /* the record's checksum first, over the length the (sound) dictionary
+     * entry implies, so that damage to its head is located too */
+    uint32_t nb = (uint32_t)(((uint64_t)d->postings + B - 1) / B);
+    uint64_t rec = tl_skip_record_bytes(nb);
+    if (rec > ix->skip_len - off) {
+        snprintf(msg, sizeof msg, "skip.bin: term %s: its %llu-byte record at offset %llu runs "
+                 "past the end of the file", t, (unsigned long long)rec, (unsigned long long)off);
+        return tl_bad(k, TIERLAB_FILE_SKIP, off, ix->skip_len - off, (int64_t)i, -1, msg);
+    }
+    uint32_t stored;
+    memcpy(&stored, ix->skip + off + rec - 4, 4);
+    uint32_t crc = tl_crc32c(0, ix->skip + off, (size_t)(rec - 4));
+    if (crc != stored) {
+        snprintf(msg, sizeof msg, "skip.bin: term %s: record at offset %llu (%llu bytes): "
+                 "checksum mismatch (stored %08x, computed %08x)", t, (unsigned long long)off,
+                 (unsigned long long)rec, stored, crc);
+        tl_bad(k, TIERLAB_FILE_SKIP, off, rec, (int64_t)i, -1, msg);
+        tl_locate(k, off, rec - 4, off + rec - 4, stored, crc);
+        return 1;
+    }
     const tl_skip_head *h;
     if (tl_skip_open(ix, d, TIERLAB_CHECKS_OFF, &h, msg, sizeof msg))
         return tl_bad(k, TIERLAB_FILE_SKIP, off, sizeof *h, (int64_t)i, -1, msg + TL_PREFIX_LEN);
-    uint32_t nb = h->nblocks;
     const tl_skip_entry *e = (const tl_skip_entry *)(h + 1);
-    uint64_t rec = tl_skip_record_bytes(nb);
-    uint32_t crc = tl_crc32c(0, h, (size_t)(rec - 4));
-    if (crc != e[nb].freq_crc) {
-        snprintf(msg, sizeof msg, "skip.bin: term %s: record at offset %llu (%llu bytes): "
-                 "checksum mismatch (stored %08x, computed %08x)", t, (unsigned long long)off,
-                 (unsigned long long)rec, e[nb].freq_crc, crc);
-        tl_bad(k, TIERLAB_FILE_SKIP, off, rec, (int64_t)i, -1, msg);
-        tl_locate(k, off, rec - 4, off + rec - 4, e[nb].freq_crc, crc);
-        return 1;
-    }
     uint64_t sent = off + sizeof *h + (uint64_t)nb * sizeof *e;
     if (e[nb].first_did != TL_SKIP_END_DID || e[nb].did_crc != 0) {
         snprintf(msg, sizeof msg, "skip.bin: term %s: end sentinel at offset %llu is not "
@@ -509,8 +518,7 @@ int tierlab_index_check(const char *dir, tierlab_check_report *r, tierlab_progre
         r->file = fail.file;
         r->offset = fail.offset;
         r->length = fail.file >= 0 && fail.offset < TL_HDR_BYTES ? TL_HDR_BYTES - fail.offset : 0;
-        if (fail.file >= 0 && fail.offset == offsetof(tl_file_header, header_hash))
-            tl_header_diagnose(dir, fail.file, r);
+        if (fail.file >= 0 && fail.offset < TL_HDR_BYTES) tl_header_diagnose(dir, fail.file, r);
         return 0;
     }
     tl_checker k = {ix, r, progress, ctx, 0, 0, 0, NULL, NULL};
