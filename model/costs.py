@@ -595,7 +595,7 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     copied back to back, pinned to one CPU. The fastest of `reps` passes
     (the undisturbed time: on a shared machine a pass of a few ms is easily
     preempted; the fit uses it as a lower bound) and their median."""
-    from tierlab.engine.index import FILES
+    from tierlab.engine.index import FILES, SKIP_ENTRY_BYTES
     from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
@@ -617,10 +617,10 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     term = np.searchsorted(np.cumsum(nfull), pick, side="right")
     first = np.cumsum(nfull) - nfull
     block = pick - first[term]
-    # skip entries: 24 bytes, 8-aligned; as u64 words: [first_did | prev << 32,
-    # did_offset, freq_offset], then the next entry's offsets
+    # skip entries: 32 bytes, 8-aligned; as u64 words: [first_did | prev << 32,
+    # did_offset, freq_offset, CRCs], then the next entry's offsets
     words = np.fromfile(path / FILES[1], dtype="<u8")
-    pos = (ext["skip_offset"].to_numpy(np.int64)[term] + 8 + 24 * block) // 8
+    pos = (ext["skip_offset"].to_numpy(np.int64)[term] + 8 + SKIP_ENTRY_BYTES * block) // 8
     prevs = (words[pos] >> np.uint64(32)).astype(np.uint32)
     result = {"blocks_timed": int(len(pick)), "block_postings": B, "reps": reps,
               "regime": "per-block (each full block into one small buffer, as a query does)"}
@@ -628,7 +628,8 @@ def decode_costs(index, ext, *, sample: int = DECODE_SAMPLE_BLOCKS, reps: int = 
     out = np.zeros(B + 64, dtype=np.uint32)
     for key, fname, ptr, col in (("did", FILES[2], dc, 1), ("freq", FILES[3], fc, 2)):
         result.update(_decode_pass(ffi, lib, path, key, fname, ptr, words[pos + col],
-                                   words[pos + 3 + col], lens, prevs, out, reps))
+                                   words[pos + SKIP_ENTRY_BYTES // 8 + col], lens, prevs, out,
+                                   reps))
     return result
 
 

@@ -37,7 +37,9 @@ extern "C" {
 #define TIERLAB_MAX_BLOCK 256
 
 /* Error codes (negative returns). */
-#define TIERLAB_ECORRUPT (-1) /* encoded bytes are malformed or truncated   */
+/* TIERLAB_ECORRUPT: encoded bytes are malformed or truncated, or index data
+ * fails its checksum or an invariant. */
+#define TIERLAB_ECORRUPT (-1)
 #define TIERLAB_EINVAL (-2)   /* bad argument (n > TIERLAB_MAX_BLOCK, NULL)  */
 
 typedef struct tierlab_codec {
@@ -80,10 +82,13 @@ const tierlab_codec *tierlab_codec_freq(const tierlab_codec *c);
 /* CPU features, probed once and cached (thread-safe). */
 int tierlab_cpu_has_avx2(void);
 int tierlab_cpu_has_ssse3(void); /* SSSE3 and SSE4.1 both present */
+/* SSE4.2 and PCLMULQDQ both present: the CRC-32C of the index checksums */
+int tierlab_cpu_has_sse42(void);
 /* Comma-separated list of the SIMD features tierlab looked for and found,
  * e.g. "sse4.1,ssse3,avx2". Static storage. */
 const char *tierlab_cpu_features(void);
-/* Force every codec onto its scalar path (1) or back to the best path (0).
+/* Force every codec, and the CRC-32C of the index checksums, onto its scalar
+ * path (1) or back to the best path (0).
  * The scalar path produces byte-identical encodings and identical decodes;
  * tests use this to cover both paths on one machine. Not meant to be
  * flipped while other threads decode. */
@@ -278,12 +283,15 @@ size_t tierlab_corpus_word(uint32_t rank, char *buf);
  * Results are sorted by score descending, ties by DID ascending.
  */
 
-/* More error codes (negative returns; see also TIERLAB_EIO, _ENOMEM, _ECANCELED). */
+/* More error codes (negative returns; see also TIERLAB_EIO, _ENOMEM, _ECANCELED).
+ * An index whose headers or manifest are wrong is refused at open with
+ * TIERLAB_EFORMAT; damage found later, in the regions a reader uses, is
+ * TIERLAB_ECORRUPT (see "Integrity" below). */
 #define TIERLAB_EFORMAT (-6) /* not a tierlab index, other version, or corrupt  */
 #define TIERLAB_EEXIST (-7)  /* the output directory exists (and no overwrite)  */
 
 /* Version of the index byte formats; a reader refuses any other. */
-#define TIERLAB_INDEX_FORMAT_VERSION 2
+#define TIERLAB_INDEX_FORMAT_VERSION 3
 /* Block sizes an index may use (postings per skip-list entry). */
 #define TIERLAB_INDEX_BLOCK_DEFAULT 256
 #define TIERLAB_INDEX_DOC_BYTES_DEFAULT 1024
@@ -391,13 +399,25 @@ typedef struct tierlab_index tierlab_index;
  *             unlinked once mapped); real PM only on an fsdax mount
  *   numa:N    anonymous memory bound to node N with mbind(MPOL_BIND), then
  *             filled; verified page by page with move_pages
- * Checks: manifest.json present with the same build id, each header's magic,
- * format version, codec (known to this library), block size, build id,
- * totals and file size. Returns 0 and *out, or TIERLAB_EINVAL (bad
- * placement, missing NUMA node), TIERLAB_EIO, TIERLAB_EFORMAT (foreign,
- * incomplete, other-version or corrupt index) with a message in err. */
+ * Checks: manifest.json present and of this format version, each header's
+ * magic, checksum, format version, codec (known to this library), block
+ * size, build id, totals and file size, the headers against each other, and
+ * the manifest's codec, freq_codec, block_size, doc_bytes, build_id,
+ * documents, terms, postings, blocks, file sizes and block bytes against the
+ * headers (a mismatch names both values). Returns 0 and *out, or
+ * TIERLAB_EINVAL (bad placement, missing NUMA node), TIERLAB_EIO,
+ * TIERLAB_EFORMAT (foreign, incomplete, other-version or corrupt index) with
+ * a message in err. An index of another format version is refused with
+ * "index format version N; rebuild with tierlab index build".
+ * tierlab_index_open_flags takes TIERLAB_OPEN_* flags (0 = tierlab_index_open):
+ *   TIERLAB_OPEN_VERIFY  also check every file's body checksum after
+ *                        placement (reads the whole index; TIERLAB_ECORRUPT),
+ *                        and give new query contexts TIERLAB_CHECKS_FULL. */
+#define TIERLAB_OPEN_VERIFY 1
 int tierlab_index_open(const char *dir, const char *placement, tierlab_index **out,
                        char *err, size_t errlen);
+int tierlab_index_open_flags(const char *dir, const char *placement, unsigned flags,
+                             tierlab_index **out, char *err, size_t errlen);
 /* Unmap / free everything. NULL is fine. No context may use ix afterwards. */
 void tierlab_index_close(tierlab_index *ix);
 
@@ -438,24 +458,27 @@ int tierlab_tier_find(const char *name);
 
 /* Dictionary order access (export): the i-th term (0 <= i < terms) as a
  * pointer into the index (not NUL-terminated, valid until close), its length
- * and posting count. Returns 0, or TIERLAB_EINVAL when i is out of range. */
+ * and posting count. Returns 0, TIERLAB_EINVAL when i is out of range, or
+ * TIERLAB_ECORRUPT when its entry or term bytes fail their checksums. */
 int tierlab_index_term_at(const tierlab_index *ix, uint64_t i, const char **term,
                           uint32_t *len, uint32_t *postings);
 /* Decode all postings of the i-th term into dids[0..p) and freqs[0..p)
- * (p = its posting count; both caller-allocated). Returns p, TIERLAB_EINVAL
- * or TIERLAB_EFORMAT (corrupt; message in err). Thread-safe. */
+ * (p = its posting count; both caller-allocated), checked as the index's
+ * queries are (TIERLAB_CHECKS_FULL when opened with TIERLAB_OPEN_VERIFY).
+ * Returns p, TIERLAB_EINVAL or TIERLAB_ECORRUPT (message in err). Thread-safe. */
 int64_t tierlab_index_postings(const tierlab_index *ix, uint64_t i, uint32_t *dids,
                                uint32_t *freqs, char *err, size_t errlen);
 
 /* Look a term up (raw bytes, already lower-case). Returns 1 and its posting
- * count in *postings (may be NULL) when found, 0 when not. Thread-safe. */
+ * count in *postings (may be NULL) when found, 0 when not, TIERLAB_ECORRUPT
+ * when a dictionary entry it reads fails its checksum. Thread-safe. */
 int tierlab_index_lookup(const tierlab_index *ix, const char *term, size_t len,
                          uint64_t *postings);
 
 /* The dictionary position of a term (raw bytes, already lower-case), for the
  * calls above that take i. Returns 1 and *i when found, 0 when not (*i
- * untouched), TIERLAB_EINVAL (NULL argument) or TIERLAB_EFORMAT (a dictionary
- * entry points outside the term pool). Thread-safe. */
+ * untouched), TIERLAB_EINVAL (NULL argument) or TIERLAB_ECORRUPT (a dictionary
+ * entry fails its checksum or points outside the term pool). Thread-safe. */
 int tierlab_index_find(const tierlab_index *ix, const char *term, size_t len, uint64_t *i);
 
 /* Where a term's bytes lie in the index files, so a reader (the APCache
@@ -467,8 +490,8 @@ int tierlab_index_find(const tierlab_index *ix, const char *term, size_t len, ui
  *                          block after block in block order, no padding
  *   freq_offset, freq_bytes  likewise for its freq blocks in freqs.bin
  *   skip_offset, skip_bytes  its skip record: 8-byte head plus (blocks + 1)
- *                          24-byte entries (the end sentinel included), so
- *                          skip_bytes = 8 + 24 * (blocks + 1)
+ *                          32-byte entries (the end sentinel included), so
+ *                          skip_bytes = 8 + 32 * (blocks + 1)
  * The terms tile each file exactly: in dictionary order, term i + 1 starts
  * where term i ends (offset + bytes), term 0 starts at 128 and the last term
  * ends at the file size, in each of dids.bin, freqs.bin and skip.bin. So the
@@ -478,8 +501,9 @@ int tierlab_index_find(const tierlab_index *ix, const char *term, size_t len, ui
  * term_extent: term i (0 <= i < terms). term_extents: terms first ..
  * first + n - 1 into out[0..n) (caller-allocated; n = terms gives all in one
  * call). Return 0 / n, TIERLAB_EINVAL (NULL, i or the range out of bounds) or
- * TIERLAB_EFORMAT (a skip record inconsistent with the dictionary or pointing
- * outside the files; out is then filled up to the bad term). Thread-safe. */
+ * TIERLAB_ECORRUPT (a dictionary entry or skip record failing its checksum,
+ * inconsistent with the dictionary or pointing outside the files; out is then
+ * filled up to the bad term). Thread-safe. */
 typedef struct tierlab_term_extent {
     uint64_t postings, blocks;
     uint64_t did_offset, did_bytes;
@@ -489,6 +513,49 @@ typedef struct tierlab_term_extent {
 int tierlab_index_term_extent(const tierlab_index *ix, uint64_t i, tierlab_term_extent *e);
 int64_t tierlab_index_term_extents(const tierlab_index *ix, uint64_t first, uint64_t n,
                                    tierlab_term_extent *out);
+
+/* Integrity (kernels/formats/index.md, "Checksums"). Every region of an index
+ * carries a CRC-32C: each dictionary entry, each term's bytes, each skip
+ * record, each DID and freq block, and each file's body (its header has an
+ * XXH64 of its own). Readers check what they read (tierlab_query_ctx_set_checks).
+ *
+ * tierlab_crc32c: the CRC-32C (Castagnoli; CRC-32C("123456789") = 0xE3069283)
+ * of data appended to a message whose CRC is crc (0 to start), as zlib's
+ * crc32() chains. SSE4.2 when present, else tables (same values). */
+uint32_t tierlab_crc32c(uint32_t crc, const void *data, size_t len);
+/* The CRC-32C of A followed by B from crc1 = CRC(A), crc2 = CRC(B) and the
+ * length of B, without reading either (zlib's crc32_combine). */
+uint32_t tierlab_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
+/* tierlab_index_check reads the whole index in dir: opens it (manifest,
+ * headers), then every dictionary entry and term (checksums, order, the pool
+ * tiled), every skip record (checksum, counts, offsets tiling dids.bin and
+ * freqs.bin), every block (checksum, decode, DIDs strictly increasing across
+ * the term and below the documents, first and last DIDs against the skip
+ * list, frequencies >= 1), the totals against the headers, and each file's
+ * body checksum. It stops at the first problem and fills *r: ok = 0, the
+ * file (TIERLAB_FILE_*, or -1 for manifest.json), the offset of the first bad
+ * byte when it is known exactly (a single flipped bit is located from the
+ * CRC), else of the region that failed, the term and block (-1 when none)
+ * and what (one line). Returns 0 when the check ran (r->ok: 1 sound, 0
+ * damaged), or an error that is not damage: TIERLAB_EINVAL, TIERLAB_EIO,
+ * TIERLAB_ENOMEM, TIERLAB_EFORMAT (not a tierlab index, or another format
+ * version), with r->what set. `progress` (may be NULL) is called with
+ * bytes checked of the total; non-zero cancels (TIERLAB_ECANCELED). */
+typedef struct tierlab_check_report {
+    int ok;              /* 1: no problem found                                  */
+    int file;            /* TIERLAB_FILE_* of the problem, -1: manifest.json     */
+    uint64_t offset;     /* of the first bad byte (exact == 1) or its region     */
+    uint64_t length;     /* bytes of that region (1 when exact)                  */
+    int exact;           /* 1: offset is the bad byte itself                     */
+    int bit;             /* exact: the flipped bit (0 = least significant), else -1 */
+    int64_t term;        /* dictionary position, -1: none                        */
+    int64_t block;       /* block of that term, -1: none                         */
+    uint64_t terms, blocks, postings, bytes; /* what was checked                */
+    char what[TIERLAB_ERRMSG];
+} tierlab_check_report;
+int tierlab_index_check(const char *dir, tierlab_check_report *r, tierlab_progress_fn progress,
+                        void *ctx);
 
 /* Page cache helpers (docs/workload.md "Measurement protocol"); no root needed.
  * tierlab_file_dontneed: posix_fadvise(POSIX_FADV_DONTNEED) on the whole
@@ -569,6 +636,23 @@ void tierlab_query_ctx_free(tierlab_query_ctx *q);
 /* Message of the last failed query of this context ("" if none). */
 const char *tierlab_query_error(const tierlab_query_ctx *q);
 
+/* What a query checks (kernels/formats/index.md, "Checksums"):
+ *   TIERLAB_CHECKS_DEFAULT  every dictionary entry it probes, the term bytes
+ *       it compares, the skip record of each term and every block it decodes
+ *       against their CRC-32C; per block, the decoded length, first and last
+ *       DID against the skip list; the term's last DID below the documents.
+ *   TIERLAB_CHECKS_FULL     also every posting: DIDs strictly increasing
+ *       (so all below the documents), frequencies >= 1.
+ *   TIERLAB_CHECKS_OFF      none of it (bounds only): for measuring the
+ *       cost of the checks, never for serving queries.
+ * A new context takes the index's (DEFAULT, or FULL after TIERLAB_OPEN_VERIFY).
+ * set: 0 or TIERLAB_EINVAL (unknown level); get: the level. */
+#define TIERLAB_CHECKS_OFF 0
+#define TIERLAB_CHECKS_DEFAULT 1
+#define TIERLAB_CHECKS_FULL 2
+int tierlab_query_ctx_set_checks(tierlab_query_ctx *q, int level);
+int tierlab_query_ctx_checks(const tierlab_query_ctx *q);
+
 typedef struct tierlab_hit {
     uint32_t did;
     uint32_t reserved;
@@ -577,7 +661,8 @@ typedef struct tierlab_hit {
 
 /* Per-query measurements. Bytes are what the algorithm touched in each file
  * (dictionary entries and term bytes compared, skip-list records and entries
- * visited, encoded blocks decoded), not device traffic. */
+ * visited, encoded blocks decoded), not device traffic; the checks read no
+ * more than that but the whole skip record of each term (its checksum). */
 typedef struct tierlab_query_stats {
     uint64_t latency_ns;      /* lookup to sorted results, CLOCK_MONOTONIC   */
     uint64_t postings_scored; /* postings whose score was computed           */
@@ -599,8 +684,9 @@ typedef struct tierlab_query_stats {
  * score). terms[i] has lens[i] bytes (lower-case, no NUL needed). Writes up
  * to k hits into `hits` (k entries, may be NULL to only measure) and fills
  * *st (may be NULL). Returns the number of hits, TIERLAB_EINVAL, or
- * TIERLAB_EFORMAT when a block or skip record is corrupt (message in
- * tierlab_query_error). */
+ * TIERLAB_ECORRUPT when a dictionary entry, skip record or block it reads
+ * fails its checksum or an invariant (message in tierlab_query_error, naming
+ * the file, the term and the block): never a wrong hit list. */
 int tierlab_query(tierlab_query_ctx *q, int type, const char *const *terms,
                   const uint32_t *lens, uint32_t nterms, tierlab_hit *hits,
                   tierlab_query_stats *st);

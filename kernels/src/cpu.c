@@ -6,7 +6,7 @@
 
 #include "tierlab.h"
 
-enum { TL_PROBED = 1, TL_SSSE3 = 2, TL_AVX2 = 4 };
+enum { TL_PROBED = 1, TL_SSSE3 = 2, TL_AVX2 = 4, TL_SSE42 = 8 };
 
 static _Atomic int tl_cpu_bits = 0;
 static _Atomic int tl_scalar = 0;
@@ -20,6 +20,8 @@ static int tl_probe(void) {
     if (__builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1")) bits |= TL_SSSE3;
     /* The AVX2 kernels also use POPCNT, which every AVX2 CPU has; check anyway. */
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")) bits |= TL_AVX2;
+    /* the CRC32 instruction, and carry-less multiply to combine CRC streams */
+    if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul")) bits |= TL_SSE42;
 #endif
     atomic_store_explicit(&tl_cpu_bits, bits, memory_order_relaxed);
     return bits;
@@ -27,6 +29,7 @@ static int tl_probe(void) {
 
 int tierlab_cpu_has_avx2(void) { return !atomic_load(&tl_scalar) && (tl_probe() & TL_AVX2); }
 int tierlab_cpu_has_ssse3(void) { return !atomic_load(&tl_scalar) && (tl_probe() & TL_SSSE3); }
+int tierlab_cpu_has_sse42(void) { return !atomic_load(&tl_scalar) && (tl_probe() & TL_SSE42); }
 
 const char *tierlab_cpu_features(void) {
     static const char *names[] = {"", "ssse3,sse4.1", "avx2", "ssse3,sse4.1,avx2"};
@@ -34,5 +37,10 @@ const char *tierlab_cpu_features(void) {
     return names[((bits & TL_SSSE3) ? 1 : 0) + ((bits & TL_AVX2) ? 2 : 0)];
 }
 
-void tierlab_force_scalar(int on) { atomic_store(&tl_scalar, on ? 1 : 0); }
+void tl_crc32c_choose(void); /* index/crc32c.c: caches its choice of path */
+
+void tierlab_force_scalar(int on) {
+    atomic_store(&tl_scalar, on ? 1 : 0);
+    tl_crc32c_choose();
+}
 int tierlab_scalar_forced(void) { return atomic_load(&tl_scalar); }

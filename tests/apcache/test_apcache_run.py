@@ -311,3 +311,39 @@ def test_one_spec_file_drives_the_runtime_and_the_model(setup, tmp_path):
     assert a["slow_tier"] == "ddr4-2666"
     spec_a, spec_b = (json.loads(r["params"])["spec"] for r in (a, b))
     assert spec_a.pop("out") != spec_b.pop("out") and spec_a == spec_b
+
+
+@pytest.mark.parametrize("config, device", [("base", "nvme-p4800x"),
+                                            ("hybrid-prefetch", "nvme-p4800x"),
+                                            ("hybrid", "real")])
+def test_damaged_index_fails_the_run(setup, tmp_path, capsys, config, device):
+    """A flipped bit in a DID block of a term the workload asks for: the run
+    stops with the query's message (its reads through the emulated page
+    cache, the mapping or the segment cache are checked as a query's are),
+    never with wrong answers."""
+    import shutil
+
+    from tierlab.engine.index import Index
+    from tierlab.engine.workload import read_queries
+
+    d = setup
+    idx = tmp_path / "idx"
+    shutil.copytree(d / "idx", idx)
+    with Index(idx) as ix:
+        ext = ix.extents()
+        term = next(t for q in read_queries(d / "w.queries") for t in q
+                    if ix.lookup(t) and ix.lookup(t) > 1000)
+        r = ext.iloc[ix.find(term)]
+    with open(idx / "dids.bin", "r+b") as f:
+        at = int(r.did_offset) + int(r.did_bytes) // 2
+        f.seek(at)
+        b = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([b ^ 0x10]))
+    rc = main(["apcache", "run", "--index", str(idx), "--workload", str(d / "w.queries"),
+               "--out", str(tmp_path / "o"), "--quiet", "--config", config, "--device", device,
+               "--cache-bytes", "256KiB", "--segment-bytes", "8KiB",
+               "--dram-budget-bytes", "4MB"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"corrupt index: dids.bin: term '{term}'" in err, err
+    assert "checksum mismatch" in err and "Traceback" not in err, err

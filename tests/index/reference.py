@@ -68,53 +68,94 @@ def query(post: dict, n_docs: int, terms: list[bytes], k: int) -> list[tuple[int
     return top_k(scored, k)
 
 
+# ---- CRC-32C (Castagnoli; RFC 3720): the checksum of every region ----
+def _crc_table() -> list[int]:
+    out = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        out.append(c)
+    return out
+
+
+_CRC = _crc_table()
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    """CRC-32C of data appended to a message whose CRC is crc (0: start)."""
+    c = crc ^ 0xFFFFFFFF
+    for b in data:
+        c = (c >> 8) ^ _CRC[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
 # ---- an independent reader of the files (kernels/formats/index.md) ----
-HDR = struct.Struct("<8sII32sQQQQQQII16sQ")
+HDR = struct.Struct("<8sII32sQQQQQQIII12sQ")
+DICT_ENTRY = struct.Struct("<QQQIIII")  # 40 bytes
+SKIP_HEAD = struct.Struct("<II")        # 8 bytes
+SKIP_ENTRY = struct.Struct("<IIQQII")   # 32 bytes
 
 
 def read_header(path: Path) -> dict:
     raw = Path(path).read_bytes()[:128]
     (magic, version, block, codec, build_id, file_bytes, docs, terms, postings_, blocks,
-     doc_bytes, kind, _res, hhash) = HDR.unpack(raw)
+     doc_bytes, kind, body_crc, _res, hhash) = HDR.unpack(raw)
     return dict(magic=magic, version=version, block_size=block,
                 codec=codec.rstrip(b"\0").decode(), build_id=build_id, file_bytes=file_bytes,
                 docs=docs, terms=terms, postings=postings_, blocks=blocks, doc_bytes=doc_bytes,
-                kind=kind)
+                kind=kind, body_crc=body_crc, header_hash=hhash)
 
 
 def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], dict]:
-    """All postings of an index directory. decode(kind, data, n, prev) -> list of
-    n ints, kind 'did' or 'freq' (the codec is the caller's)."""
+    """All postings of an index directory, every checksum of the format checked
+    on the way. decode(kind, data, n, prev) -> list of n ints, kind 'did' or
+    'freq' (the codec is the caller's)."""
     path = Path(path)
     h = read_header(path / "dict.bin")
     B = h["block_size"]
-    dct = (path / "dict.bin").read_bytes()
-    skip = (path / "skip.bin").read_bytes()
-    dids = (path / "dids.bin").read_bytes()
-    freqs = (path / "freqs.bin").read_bytes()
-    pool = 128 + 32 * h["terms"]
+    files = {f: (path / f).read_bytes() for f in ("dict.bin", "skip.bin", "dids.bin", "freqs.bin")}
+    for f, raw in files.items():
+        fh = read_header(path / f)
+        assert fh["header_hash"] == xxh64(raw[:120]), f
+        assert fh["body_crc"] == crc32c(raw[128:]), f
+        assert fh["file_bytes"] == len(raw), f
+    dct, skip, dids, freqs = (files[f] for f in ("dict.bin", "skip.bin", "dids.bin", "freqs.bin"))
+    pool = 128 + DICT_ENTRY.size * h["terms"]
     out = {}
     prev_term = None
     for i in range(h["terms"]):
-        prefix, skip_off, term_off, term_len, n_post = struct.unpack_from("<QQQII", dct, 128 + 32 * i)
+        at = 128 + DICT_ENTRY.size * i
+        prefix, skip_off, term_off, term_len, n_post, term_crc, entry_crc = DICT_ENTRY.unpack_from(
+            dct, at)
+        assert entry_crc == crc32c(dct[at:at + 36])
         term = dct[pool + term_off: pool + term_off + term_len]
+        assert term_crc == crc32c(term)
         assert prefix == int.from_bytes(term[:8].ljust(8, b"\0"), "big")
         assert prev_term is None or prev_term < term  # sorted, distinct
         prev_term = term
-        p, nb = struct.unpack_from("<II", skip, skip_off)
+        p, nb = SKIP_HEAD.unpack_from(skip, skip_off)
         assert p == n_post and nb == -(-p // B)
-        ents = [struct.unpack_from("<IIQQ", skip, skip_off + 8 + 24 * b) for b in range(nb + 1)]
-        assert ents[-1][0] == 0xFFFFFFFF
+        rec_len = SKIP_HEAD.size + SKIP_ENTRY.size * (nb + 1)
+        ents = [SKIP_ENTRY.unpack_from(skip, skip_off + 8 + SKIP_ENTRY.size * b)
+                for b in range(nb + 1)]
+        first, last_did, d_end, f_end, zero, rec_crc = ents[-1]
+        assert first == 0xFFFFFFFF and zero == 0
+        assert rec_crc == crc32c(skip[skip_off:skip_off + rec_len - 4])
         lst = []
         for b in range(nb):
-            first, prev, doff, foff = ents[b]
+            first, prev, doff, foff, did_upto, freq_upto = ents[b]
+            dend, fend = ents[b + 1][2], ents[b + 1][3]
+            # running CRCs: of the term's blocks 0 .. b
+            assert did_upto == crc32c(dids[ents[0][2]:dend])
+            assert freq_upto == crc32c(freqs[ents[0][3]:fend])
             n = B if b < nb - 1 else p - B * (nb - 1)
-            d = decode("did", dids[doff:ents[b + 1][2]], n, prev)
-            f = decode("freq", freqs[foff:ents[b + 1][3]], n, 0)
+            d = decode("did", dids[doff:dend], n, prev)
+            f = decode("freq", freqs[foff:fend], n, 0)
             assert d[0] == first
             assert prev == (lst[-1][0] if lst else 0)
             lst.extend(zip(d, f))
-        assert ents[-1][1] == lst[-1][0]
+        assert last_did == lst[-1][0]
         out[term] = lst
     return out, h
 
@@ -172,7 +213,8 @@ def reseal(path: Path, **fields) -> None:
     that need a well-formed header with, say, another format version)."""
     raw = bytearray(Path(path).read_bytes())
     offsets = {"version": (8, "<I"), "block_size": (12, "<I"), "build_id": (48, "<Q"),
-               "file_bytes": (56, "<Q"), "docs": (64, "<Q")}
+               "file_bytes": (56, "<Q"), "docs": (64, "<Q"), "terms": (72, "<Q"),
+               "body_crc": (104, "<I")}
     for k, v in fields.items():
         off, fmt = offsets[k]
         struct.pack_into(fmt, raw, off, v)

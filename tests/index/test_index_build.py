@@ -250,24 +250,28 @@ def test_file_of_another_build_refused(tmp_path, index):
         Index(index)
 
 
-def test_corrupt_skip_entry_fails_the_query(index):
+@pytest.mark.parametrize("checks", ["default", "off"])
+def test_corrupt_skip_entry_fails_the_query(index, checks):
     """Headers intact, a block offset points outside dids.bin: the query
-    fails clearly instead of reading out of bounds."""
+    fails clearly instead of reading out of bounds (its checksum catches it;
+    with the checks off, the bounds still do)."""
     import struct
 
     with Index(index) as ix:
         n = ix.lookup("t0")
     raw = bytearray((index / "dict.bin").read_bytes())
     hdr = ref.read_header(index / "dict.bin")
-    pool = 128 + 32 * hdr["terms"]
+    pool = 128 + ref.DICT_ENTRY.size * hdr["terms"]
     for i in range(hdr["terms"]):
-        _, skip_off, toff, tlen, _ = struct.unpack_from("<QQQII", raw, 128 + 32 * i)
+        _, skip_off, toff, tlen, *_ = ref.DICT_ENTRY.unpack_from(raw, 128 + ref.DICT_ENTRY.size * i)
         if raw[pool + toff:pool + toff + tlen] == b"t0":
             break
     skip = bytearray((index / "skip.bin").read_bytes())
-    struct.pack_into("<Q", skip, skip_off + 8 + 24 + 8, 1 << 40)  # block 1's DID offset
+    # block 1's DID offset
+    struct.pack_into("<Q", skip, skip_off + ref.SKIP_HEAD.size + ref.SKIP_ENTRY.size + 8, 1 << 40)
     (index / "skip.bin").write_bytes(bytes(skip))
     with Index(index) as ix:
+        ix.set_checks(checks)
         assert ix.lookup("t0") == n
         with pytest.raises(TierlabError, match="corrupt index"):
             ix.query("t0")

@@ -20,7 +20,7 @@ from tierlab.engine.index import Index, build  # noqa: E402
 
 HEADER = 128
 DOC_BYTES = 300
-SKIP_HEAD, SKIP_ENTRY = 8, 24
+SKIP_HEAD, SKIP_ENTRY = 8, 32
 
 
 @pytest.fixture(scope="module")

@@ -117,6 +117,7 @@ def register(sub) -> None:
     ix.set_defaults(func=run_index)
 
     register_pisa(bsub)
+    register_integrity(bsub)
     register_model(bsub)
     register_cache(bsub)
 
@@ -163,6 +164,59 @@ def register_pisa(bsub) -> None:
     p.add_argument("--no-split", action="store_true",
                    help="do not build and time the `base` index (the decode-share split)")
     p.set_defaults(func=run_pisa)
+
+
+_INTEGRITY_HELP = """\
+What the checks of a query cost (kernels/formats/index.md, "Checksums"):
+query time with and without them, in one run on one index. Generates one
+corpus (--size, seeded) and one workload per SINGLE/AND x --class (default H),
+builds the index with --codec (default pfor-delta256), opens it with
+--placement (default dram) and, pinned to one CPU, runs every workload at the
+three check levels: off (none: the baseline, never used to serve), default
+(what every query checks: the checksums of what it reads, per-block
+invariants) and full (`query run --verify`: every posting too). A warm pass
+at every level must return identical hits; then --reps repetitions, each
+running the whole workload once per level, the order rotating. Reports per
+level the sum over queries of each query's fastest (and median) repetition
+and the ratios to off; the target is at most 3 %% for default on SINGLE H and
+AND H (exit status 1 when missed). The load average is recorded: the ratios
+are only as good as the machine is quiet. Takes a few minutes at 200MB.
+"""
+
+
+def register_integrity(bsub) -> None:
+    from tierlab.experiments.bench import integrity
+
+    p = _benchmark(bsub, "integrity", "query cost of the index checks (with vs without)",
+                   _INTEGRITY_HELP)
+    _add_inputs(p, {"H": 1000, "M": 2000, "L": 5000})
+    p.add_argument("--codec", default="pfor-delta256", metavar="CODEC",
+                   help="codec of the index (default: %(default)s)")
+    p.add_argument("--placement", default="dram", metavar="PLACEMENT",
+                   help="where the index files live while timed (default: %(default)s)")
+    p.add_argument("--class", dest="classes", action="append", choices=["H", "M", "L"],
+                   help="workload class to time; repeat for several (default: H)")
+    p.add_argument("--k", type=positive_int, default=1024, metavar="K",
+                   help="hits kept per query (default: %(default)s)")
+    p.add_argument("--reps", type=positive_int, default=integrity.Config.reps, metavar="R",
+                   help="interleaved repetitions per level (default: %(default)s; at least 3)")
+    p.set_defaults(func=run_integrity)
+
+
+def run_integrity(args) -> int:
+    from tierlab.experiments.bench import integrity
+    from tierlab.experiments.bench.codecs import check_writable, write_json
+
+    cfg = integrity.Config(**_inputs(args), codec=args.codec, placement=args.placement,
+                           classes=_each_once(args.classes, integrity.DEFAULT_CLASSES),
+                           k=args.k, reps=args.reps)
+    integrity.validate(cfg)
+    check_writable(args.out)
+    doc = integrity.run(cfg, args.out)
+    write_json(doc, args.out)
+    print(integrity.format_table(doc))
+    print(f"\nwrote {args.out}")
+    return 0 if not doc["errors"] and all(t["met"] for t in doc["targets"]) else 1
 
 
 def run_codecs(args) -> int:

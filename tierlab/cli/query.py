@@ -46,6 +46,11 @@ def register(sub) -> None:
                    help="also write the run as a trace of the result schema (traces/schema.yaml): "
                    "DIR/run.parquet, query.parquet, term.parquet; see `tierlab trace inspect`")
     r.add_argument("--cpu", type=int, metavar="N", help="pin to CPU N (default: the last allowed)")
+    r.add_argument("--verify", action="store_true",
+                   help="full checks: every index file's checksum when opening (reads the whole "
+                   "index) and every posting of every block decoded. Without it each query "
+                   "still checks the checksums of what it reads; a damaged index fails the run "
+                   "(exit status 2), it never returns wrong hits")
     r.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     add_run_spec(r, "query", spec_file=False, skip=("index", "workload"))
     r.set_defaults(func=run_workload)
@@ -57,6 +62,8 @@ def register(sub) -> None:
     t.add_argument("terms", nargs="+", metavar="TERM")
     t.add_argument("--k", type=positive_int, default=10, help="hits to print (default 10)")
     t.add_argument("--place", metavar="PLACEMENT", help=PLACE_HELP)
+    t.add_argument("--verify", action="store_true",
+                   help="full checks (as `query run --verify`)")
     t.set_defaults(func=run_terms)
 
     c = cmds.add_parser(
@@ -137,7 +144,8 @@ def run_workload(args) -> int:
     try:
         s = run(args.index, args.workload, args.out, k=spec["k"], passes=args.passes,
                 drop=args.drop_caches, placement=placement(args.place, spec),
-                results=args.results, cpu=args.cpu, trace=args.trace, progress=progress)
+                results=args.results, cpu=args.cpu, trace=args.trace, progress=progress,
+                verify=args.verify)
     finally:
         if bar is not None:
             bar.close()
@@ -163,7 +171,7 @@ def run_terms(args) -> int:
     from tierlab.engine.index import Index
 
     terms = [t.lower() for t in args.terms if t != "AND"]
-    with Index(args.index, args.place) as ix:
+    with Index(args.index, args.place, verify=args.verify) as ix:
         hits, st = ix.query(terms, k=args.k)
     kind = "single" if len(terms) == 1 else "and"
     print(f"{kind} {' AND '.join(terms)}: {st['results']} hits, {st['latency_ns'] / 1e3:.1f} us, "

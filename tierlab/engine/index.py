@@ -44,6 +44,7 @@ def parse_bytes(text: str | int) -> int:
 
 
 FILE_HEADER_BYTES = 128  # every index file starts with this header (kernels/formats/index.md)
+SKIP_ENTRY_BYTES = 32    # one skip-list entry (kernels/formats/index.md, "skip.bin")
 
 
 def postings_bytes(index: str | os.PathLike) -> int:
@@ -149,6 +150,54 @@ def resident_bytes(index: str | os.PathLike) -> dict[str, int]:
     return out
 
 
+@dataclass
+class CheckReport:
+    """What `check` found (tierlab.h, tierlab_check_report): ok, or the first
+    problem: the file ('manifest.json' or one of FILES), the offset of the bad
+    byte when exact (a single flipped bit is located from its checksum) or of
+    the region that failed, its length, the bit, the term (dictionary position)
+    and block, and `what` in one line."""
+    ok: bool
+    what: str
+    file: str | None = None
+    offset: int | None = None
+    length: int | None = None
+    exact: bool = False
+    bit: int | None = None
+    term: int | None = None
+    block: int | None = None
+    terms: int = 0
+    blocks: int = 0
+    postings: int = 0
+    bytes: int = 0
+
+
+def check(index: str | os.PathLike, progress=None) -> CheckReport:
+    """Read every byte of an index and check it (tierlab_index_check): the
+    manifest against the headers, every dictionary entry and term, skip
+    record and block (checksums and invariants), the totals and each file's
+    body checksum. Returns the report; raises TierlabError when `index` is not
+    an index of this format version (or cannot be read). progress(done, total)
+    in bytes; returning True cancels."""
+    ffi, lib = _native()
+    from tierlab.core.native import progress_callback
+
+    r = ffi.new("tierlab_check_report *")
+    with progress_callback(progress or (lambda done, total: False)) as cb:
+        rc = lib.tierlab_index_check(str(index).encode(), r, cb, ffi.NULL)
+    what = ffi.string(r.what).decode(errors="replace")
+    if rc != 0:
+        raise TierlabError(what or _ERRORS.get(rc, str(rc)))
+    if r.ok:
+        return CheckReport(True, what, terms=r.terms, blocks=r.blocks, postings=r.postings,
+                           bytes=r.bytes)
+    return CheckReport(
+        False, what, file="manifest.json" if r.file < 0 else FILES[r.file], offset=int(r.offset),
+        length=int(r.length), exact=bool(r.exact), bit=None if r.bit < 0 else int(r.bit),
+        term=None if r.term < 0 else int(r.term), block=None if r.block < 0 else int(r.block),
+        terms=r.terms, blocks=r.blocks, postings=r.postings, bytes=r.bytes)
+
+
 def tiers() -> list[str]:
     """The tier registry as users type it ('storage', 'dram', 'pm:PATH', 'numa:N')."""
     ffi, lib = _native()
@@ -160,19 +209,28 @@ def tiers() -> list[str]:
     return out
 
 
+CHECKS = {"off": 0, "default": 1, "full": 2}  # tierlab.h, TIERLAB_CHECKS_*
+
+
 class Index:
     """An open index, its four files placed as `placement` says:
     'dict=dram,skip=dram,did=storage,freq=storage', or one tier for all,
-    or None (all storage). Use as a context manager or call close()."""
+    or None (all storage). Use as a context manager or call close().
 
-    def __init__(self, path: str | os.PathLike, placement: str | None = None):
+    Queries check the checksums of what they read (kernels/formats/index.md,
+    "Checksums"); verify=True also checks every file's body checksum now
+    (reading the whole index) and every posting of every block decoded."""
+
+    def __init__(self, path: str | os.PathLike, placement: str | None = None, *,
+                 verify: bool = False):
         ffi, lib = _native()
         self.path = Path(path)
         self.manifest = read_manifest(path)
         if self.manifest.get("format_version") != lib.TIERLAB_INDEX_FORMAT_VERSION:
             raise TierlabError(
-                f"{path}: index format version {self.manifest.get('format_version')}, this "
-                f"tierlab reads version {lib.TIERLAB_INDEX_FORMAT_VERSION} (rebuild the index)")
+                f"{path}: index format version {self.manifest.get('format_version')}; rebuild "
+                f"with tierlab index build (this tierlab reads version "
+                f"{lib.TIERLAB_INDEX_FORMAT_VERSION})")
         for f in FILES:
             want = self.manifest.get("files", {}).get(f)
             p = self.path / f
@@ -182,12 +240,14 @@ class Index:
                 raise TierlabError(f"{p}: {p.stat().st_size} bytes, the manifest says {want}")
         out = ffi.new("tierlab_index **")
         err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
-        rc = lib.tierlab_index_open(str(path).encode(), (placement or "").encode(), out, err,
-                                    lib.TIERLAB_ERRMSG)
+        rc = lib.tierlab_index_open_flags(str(path).encode(), (placement or "").encode(),
+                                          lib.TIERLAB_OPEN_VERIFY if verify else 0, out, err,
+                                          lib.TIERLAB_ERRMSG)
         if rc != 0:
             raise TierlabError(ffi.string(err).decode(errors="replace"))
         self._ix = out[0]
         self._ctx = {}
+        self.checks = "full" if verify else "default"
         info = ffi.new("tierlab_index_info *")
         lib.tierlab_index_get_info(self._ix, info)
         self.info = _struct_dict(ffi, info)
@@ -241,7 +301,10 @@ class Index:
         ffi, lib = _native()
         b = term.encode()
         n = ffi.new("uint64_t *")
-        return int(n[0]) if lib.tierlab_index_lookup(self._ix, b, len(b), n) else None
+        rc = lib.tierlab_index_lookup(self._ix, b, len(b), n)
+        if rc < 0:
+            raise TierlabError(f"{self.path}: corrupt dictionary (looking up '{term}')")
+        return int(n[0]) if rc else None
 
     def find(self, term: str) -> int | None:
         """Dictionary position of a term (what term_at, postings and extents
@@ -309,6 +372,16 @@ class Index:
         df.insert(0, "term", self.terms())
         return df
 
+    def set_checks(self, level: str) -> None:
+        """What queries check from now on: 'default', 'full' (every posting too)
+        or 'off' (nothing: only to measure what the checks cost)."""
+        if level not in CHECKS:
+            raise TierlabError(f"unknown check level '{level}' ({', '.join(CHECKS)})")
+        _, lib = _native()
+        self.checks = level
+        for ctx in self._ctx.values():
+            lib.tierlab_query_ctx_set_checks(ctx, CHECKS[level])
+
     def _context(self, k: int):
         _, lib = _native()
         if k < 1:
@@ -317,6 +390,7 @@ class Index:
             ctx = lib.tierlab_query_ctx_new(self._ix, k)
             if ctx == _native()[0].NULL:
                 raise TierlabError("cannot create a query context (out of memory)")
+            lib.tierlab_query_ctx_set_checks(ctx, CHECKS[self.checks])
             self._ctx[k] = ctx
         return self._ctx[k]
 

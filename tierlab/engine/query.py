@@ -143,8 +143,10 @@ def _percentiles(lat: np.ndarray) -> dict:
 def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.PathLike, *,
         k: int = 1024, passes: int = 2, drop: str | None = None, placement: str | None = None,
         results: str | os.PathLike | None = None, cpu: int | None = None,
-        trace: str | os.PathLike | None = None, progress=None) -> dict:
-    """Run a workload file (see the module docstring); returns the summary."""
+        trace: str | os.PathLike | None = None, progress=None, verify: bool = False) -> dict:
+    """Run a workload file (see the module docstring); returns the summary.
+    verify: open the index with full checks (every file's body checksum at
+    open, every posting of every block decoded; `Index(verify=True)`)."""
     from tierlab.engine.workload import read_queries
     from tierlab.traces import runs
     from tierlab.traces.schema import write_table
@@ -161,7 +163,7 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
     pinned = pin(cpu)
     try:
         n = len(queries)
-        with Index(index, placement) as ix:
+        with Index(index, placement, verify=verify) as ix:
             place = ix.placement()
             pass_summaries = []
             for p in range(passes):
@@ -211,6 +213,7 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "tierlab_version": __version__,
         "placement_request": placement or "storage",
+        "checks": "full" if verify else "default",
     }
     qclass = _workload_class(workload)
     table = runs.query_run_tables(summary=summary, queries=queries, stats=st,

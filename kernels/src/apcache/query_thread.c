@@ -60,10 +60,14 @@ void *tl_query_thread(void *arg) {
         uint32_t nt = w->nterms[q];
         for (uint32_t i = 0; i < nt; i++) {
             uint64_t t = w->file.query_first[q] + i, bytes = 0;
-            int corrupt = 0;
             size_t len;
             const char *term = tl_workload_term(w, t, &len);
-            ents[i] = tl_dict_find(s->ix, term, len, &bytes, &corrupt);
+            int rc = tl_dict_find(s->ix, term, len, s->qctx->checks, &ents[i], &bytes,
+                                  s->qctx->err, sizeof s->qctx->err);
+            if (rc < 0) {
+                tl_fail(s, rc, s->qctx->err);
+                return NULL;
+            }
             srcs[i] = &s->src[i].base;
         }
         tl_pstats before = s->qps;

@@ -37,13 +37,13 @@ int tl_workload_parse(tl_run *r, const struct tierlab_index *ix, char *err, size
         int known = 1;
         for (uint64_t t = a; t < z; t++) {
             uint64_t bytes = 0;
-            int corrupt = 0;
             size_t len;
             const char *term = tl_workload_term(w, t, &len);
-            const tl_dict_entry *e = tl_dict_find(ix, term, len, &bytes, &corrupt);
-            if (corrupt) {
+            const tl_dict_entry *e;
+            int rc2 = tl_dict_find(ix, term, len, ix->checks, &e, &bytes, err, errlen);
+            if (rc2 < 0) {
                 free(last);
-                return tl_err(err, errlen, TIERLAB_EFORMAT, "corrupt dictionary");
+                return rc2;
             }
             if (!e) known = 0;
             else ids[t - a] = (uint64_t)(e - ix->dict);

@@ -16,6 +16,8 @@ typedef struct tl_wbuf {
     size_t n, cap;
     uint64_t pos; /* bytes written so far, buffered ones included */
     const char *path;
+    int crc_on;   /* 1: crc follows every tl_wbuf_write (not tl_wbuf_pwrite) */
+    uint32_t crc; /* CRC-32C of the bytes written since crc_on was set */
 } tl_wbuf;
 int tl_wbuf_open(tl_wbuf *w, const char *path, size_t cap, char *err, size_t errlen);
 int tl_wbuf_write(tl_wbuf *w, const void *p, size_t n, char *err, size_t errlen);
@@ -115,6 +117,8 @@ typedef struct tl_tx {
     uint8_t *enc;
     uint32_t dbuf[256], fbuf[256];
     uint32_t nstage, prev_last, checked_last, started;
+    uint32_t rec_crc; /* CRC-32C of the current term's skip record so far */
+    uint32_t did_cum, freq_cum; /* CRC-32C of the current term's DID / freq bytes so far */
     uint64_t term_left;
     char *last_term;
     uint32_t last_len, last_cap;

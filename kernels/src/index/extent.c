@@ -6,35 +6,30 @@
  * kernels/formats/index.md). */
 #include "index.h"
 
-/* The extent of term i from its skip record, checked against the files so a
- * reader can pread exactly these bytes. */
+/* The extent of term i from its skip record, checked against the files (and,
+ * unless the index's checks are off, the entry's and the record's checksums)
+ * so a reader can pread exactly these bytes. */
 static int tl_extent(const tierlab_index *ix, uint64_t i, tierlab_term_extent *x) {
     const tl_dict_entry *d = &ix->dict[i];
-    uint32_t B = ix->info.block_size;
-    uint64_t off = d->skip_offset;
-    if (off < TL_HDR_BYTES || off % 8 || ix->skip_len < sizeof(tl_skip_head) ||
-        off > ix->skip_len - sizeof(tl_skip_head))
-        return TIERLAB_EFORMAT;
-    const tl_skip_head *h = (const tl_skip_head *)(ix->skip + off);
+    if (ix->checks && tl_dict_entry_check(ix, d, NULL, 0)) return TIERLAB_ECORRUPT;
+    const tl_skip_head *h;
+    int rc = tl_skip_open(ix, d, ix->checks, &h, NULL, 0);
+    if (rc) return rc;
     uint64_t nb = h->nblocks;
-    uint64_t rec = sizeof *h + (nb + 1) * sizeof(tl_skip_entry);
-    if (h->postings != d->postings || nb != ((uint64_t)h->postings + B - 1) / B ||
-        rec > ix->skip_len - off)
-        return TIERLAB_EFORMAT;
     const tl_skip_entry *e = (const tl_skip_entry *)(h + 1);
     uint64_t da = e[0].did_offset, dz = e[nb].did_offset;
     uint64_t fa = e[0].freq_offset, fz = e[nb].freq_offset;
     if (da < TL_HDR_BYTES || dz < da || dz > ix->dids_len || fa < TL_HDR_BYTES || fz < fa ||
         fz > ix->freqs_len)
-        return TIERLAB_EFORMAT;
+        return TIERLAB_ECORRUPT;
     x->postings = h->postings;
     x->blocks = nb;
     x->did_offset = da;
     x->did_bytes = dz - da;
     x->freq_offset = fa;
     x->freq_bytes = fz - fa;
-    x->skip_offset = off;
-    x->skip_bytes = rec;
+    x->skip_offset = d->skip_offset;
+    x->skip_bytes = tl_skip_record_bytes(nb);
     return 0;
 }
 
@@ -56,10 +51,9 @@ int64_t tierlab_index_term_extents(const tierlab_index *ix, uint64_t first, uint
 int tierlab_index_find(const tierlab_index *ix, const char *term, size_t len, uint64_t *i) {
     if (!ix || !term || !i) return TIERLAB_EINVAL;
     uint64_t bytes = 0;
-    int corrupt = 0;
-    const tl_dict_entry *e = tl_dict_find(ix, term, len, &bytes, &corrupt);
-    if (corrupt) return TIERLAB_EFORMAT;
-    if (!e) return 0;
+    const tl_dict_entry *e;
+    int rc = tl_dict_find(ix, term, len, ix->checks, &e, &bytes, NULL, 0);
+    if (rc <= 0) return rc;
     *i = (uint64_t)(e - ix->dict);
     return 1;
 }

@@ -1,5 +1,6 @@
 /* format.c — file headers, the XXH64 hash (corpus digest, build id, header
  * checksum) and the error-message helper shared by index/, query/, tiers/.
+ * The CRC-32C of the index's regions is in crc32c.c.
  * XXH64 follows the public xxHash specification (Yann Collet, BSD-2), so a
  * digest can be checked with any xxhash tool (`xxh64sum`, Python `xxhash`). */
 #include <stdarg.h>
@@ -150,35 +151,45 @@ void tl_header_seal(tl_file_header *h, int kind) {
     h->header_hash = tl_xxh64(h, offsetof(tl_file_header, header_hash), 0);
 }
 
+/* Refuse the header: the offset of the bad field into *bad, the message into err. */
+#define TL_HDR_BAD(off, ...)                                          \
+    do {                                                              \
+        if (bad) *bad = (off);                                        \
+        return tl_err(err, errlen, TIERLAB_EFORMAT, __VA_ARGS__);     \
+    } while (0)
+
 int tl_header_check(const tl_file_header *h, int kind, uint64_t size, const char *path,
-                    char *err, size_t errlen) {
+                    uint64_t *bad, char *err, size_t errlen) {
     if (size < TL_HDR_BYTES)
-        return tl_err(err, errlen, TIERLAB_EFORMAT,
-                      "%s: %llu bytes, too short for a tierlab index file", path,
-                      (unsigned long long)size);
+        TL_HDR_BAD(size, "%s: %llu bytes, too short for a tierlab index file", path,
+                   (unsigned long long)size);
     if (memcmp(h->magic, tl_magic[kind], 8) != 0)
-        return tl_err(err, errlen, TIERLAB_EFORMAT,
-                      "%s: not a tierlab %s file (bad magic)", path,
-                      tierlab_index_file_name(kind));
+        TL_HDR_BAD(0, "%s: not a tierlab %s file (bad magic)", path,
+                   tierlab_index_file_name(kind));
     if (h->header_hash != tl_xxh64(h, offsetof(tl_file_header, header_hash), 0))
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "%s: header checksum mismatch (corrupt)",
-                      path);
+        TL_HDR_BAD(offsetof(tl_file_header, header_hash),
+                   "%s: header checksum mismatch (corrupt header, bytes 0..127)", path);
     if (h->format_version != TIERLAB_INDEX_FORMAT_VERSION)
-        return tl_err(err, errlen, TIERLAB_EFORMAT,
-                      "%s: index format version %u, this tierlab reads version %d", path,
-                      h->format_version, TIERLAB_INDEX_FORMAT_VERSION);
+        TL_HDR_BAD(offsetof(tl_file_header, format_version),
+                   "%s: index format version %u; rebuild with tierlab index build (this "
+                   "tierlab reads version %d)",
+                   path, h->format_version, TIERLAB_INDEX_FORMAT_VERSION);
     if (h->file_kind != (uint32_t)kind)
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "%s: wrong file kind %u", path,
-                      h->file_kind);
+        TL_HDR_BAD(offsetof(tl_file_header, file_kind), "%s: wrong file kind %u", path,
+                   h->file_kind);
     if (h->block_size != 128 && h->block_size != 256)
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "%s: unsupported block size %u", path,
-                      h->block_size);
+        TL_HDR_BAD(offsetof(tl_file_header, block_size), "%s: unsupported block size %u", path,
+                   h->block_size);
     if (memchr(h->codec, 0, sizeof h->codec) == NULL || !tierlab_codec_find(h->codec))
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "%s: codec '%.31s' unknown to this tierlab",
-                      path, h->codec);
+        TL_HDR_BAD(offsetof(tl_file_header, codec), "%s: codec '%.31s' unknown to this tierlab",
+                   path, h->codec);
     if (h->file_bytes != size)
-        return tl_err(err, errlen, TIERLAB_EFORMAT,
-                      "%s: %llu bytes but the header says %llu (truncated or appended)", path,
-                      (unsigned long long)size, (unsigned long long)h->file_bytes);
+        TL_HDR_BAD(size < h->file_bytes ? size : h->file_bytes,
+                   "%s: %llu bytes but the header says %llu (truncated or appended)", path,
+                   (unsigned long long)size, (unsigned long long)h->file_bytes);
+    for (size_t i = 0; i < sizeof h->reserved; i++)
+        if (h->reserved[i])
+            TL_HDR_BAD(offsetof(tl_file_header, reserved) + i, "%s: reserved header byte %zu is "
+                       "not zero", path, offsetof(tl_file_header, reserved) + i);
     return 0;
 }

@@ -6,6 +6,7 @@
 #ifndef TL_INDEX_FORMAT_H
 #define TL_INDEX_FORMAT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +25,8 @@ typedef struct tl_file_header {
     uint64_t docs, terms, postings, blocks;
     uint32_t doc_bytes;
     uint32_t file_kind;      /* TIERLAB_FILE_* */
-    uint8_t reserved[16];    /* zero */
+    uint32_t body_crc;       /* CRC-32C of the body: bytes 128 .. file_bytes */
+    uint8_t reserved[12];    /* zero */
     uint64_t header_hash;    /* xxh64 (seed 0) of the 120 bytes above */
 } tl_file_header;
 _Static_assert(sizeof(tl_file_header) == TL_HDR_BYTES, "header is 128 bytes");
@@ -37,13 +39,17 @@ typedef struct tl_dict_entry {
     uint64_t term_offset; /* of the term bytes, relative to the pool start */
     uint32_t term_len;
     uint32_t postings;
+    uint32_t term_crc;    /* CRC-32C of the term bytes in the pool */
+    uint32_t entry_crc;   /* CRC-32C of the 36 bytes above */
 } tl_dict_entry;
-_Static_assert(sizeof(tl_dict_entry) == 32, "dict entry is 32 bytes");
+_Static_assert(sizeof(tl_dict_entry) == 40, "dict entry is 40 bytes");
+#define TL_DICT_CRC_BYTES 36 /* offsetof(tl_dict_entry, entry_crc) */
 
 /* skip.bin: one record per term, in dictionary order, each
  *   tl_skip_head, then nblocks + 1 tl_skip_entry (the last one is the end
  *   sentinel: first_did = UINT32_MAX, prev_did = the term's last DID,
- *   did_offset/freq_offset = end of its last block). */
+ *   did_offset/freq_offset = end of its last block, did_crc = 0 and, in
+ *   freq_crc, the record's CRC: CRC-32C of all its bytes before it). */
 typedef struct tl_skip_head {
     uint32_t postings;
     uint32_t nblocks; /* ceil(postings / block_size) */
@@ -54,8 +60,16 @@ typedef struct tl_skip_entry {
                            the `prev` a delta codec decodes this block with */
     uint64_t did_offset;  /* of the encoded DID block in dids.bin */
     uint64_t freq_offset; /* of the encoded freq block in freqs.bin */
+    uint32_t did_crc;     /* CRC-32C of the term's encoded DID blocks 0 .. this one */
+    uint32_t freq_crc;    /* likewise of its freq blocks (sentinel: CRC of the record) */
 } tl_skip_entry;
-_Static_assert(sizeof(tl_skip_entry) == 24, "skip entry is 24 bytes");
+_Static_assert(sizeof(tl_skip_entry) == 32, "skip entry is 32 bytes");
+
+/* Bytes of the skip record of a term with nb blocks, and how many of them its
+ * CRC covers (all but the CRC itself, the record's last 4 bytes). */
+static inline uint64_t tl_skip_record_bytes(uint64_t nb) {
+    return sizeof(tl_skip_head) + (nb + 1) * sizeof(tl_skip_entry);
+}
 
 #define TL_SKIP_END_DID UINT32_MAX /* DIDs are <= UINT32_MAX - 1 */
 #define TL_MAX_DOCS ((uint64_t)UINT32_MAX)
@@ -65,9 +79,31 @@ extern const char tl_magic[TIERLAB_FILES][8];
 /* Fill the magic, kind and header_hash of h (other fields set by the caller). */
 void tl_header_seal(tl_file_header *h, int kind);
 /* Check a header read from a file of `size` bytes; 0 or TIERLAB_EFORMAT with
- * a message naming `path`. */
+ * a message naming `path`, and in *bad (may be NULL) the offset of the first
+ * header byte found wrong. */
 int tl_header_check(const tl_file_header *h, int kind, uint64_t size, const char *path,
-                    char *err, size_t errlen);
+                    uint64_t *bad, char *err, size_t errlen);
+
+/* CRC-32C (crc32c.c): crc of data appended to a message whose CRC is `crc`
+ * (0 to start), as zlib's crc32() chains. SSE4.2 when present, else tables;
+ * both give the same value. */
+typedef uint32_t (*tl_crc_fn)(uint32_t reg, const uint8_t *p, size_t n);
+extern _Atomic(tl_crc_fn) tl_crc_impl __attribute__((visibility("hidden")));
+static inline uint32_t tl_crc32c(uint32_t crc, const void *data, size_t len) {
+    tl_crc_fn f = atomic_load_explicit(&tl_crc_impl, memory_order_acquire);
+    return ~f(~crc, (const uint8_t *)data, len);
+}
+/* Choose the path again (after tierlab_force_scalar). */
+void tl_crc32c_choose(void);
+/* crc * x^(8 len) mod P: with CRC-32C's complements cancelling, the CRC of
+ * A B is tl_crc32c_shift(crc(A), |B|) ^ crc(B) (zlib's crc32_combine), so
+ * crc(B) = crc(A B) ^ tl_crc32c_shift(crc(A), |B|). O(log len). */
+typedef uint32_t (*tl_crc_shift_fn)(uint32_t crc, uint64_t len);
+uint32_t tl_crc32c_shift(uint32_t crc, uint64_t len) __attribute__((visibility("hidden")));
+/* Given stored ^ computed CRC of a `len`-byte message, the bit (byte * 8 +
+ * bit, bit 0 = least significant) whose flip explains it, or -1 when no
+ * single flipped message bit does. O(len). */
+int64_t tl_crc32c_locate_bit(uint32_t syndrome, uint64_t len);
 
 /* XXH64 (Yann Collet's xxHash, 64-bit variant), one-shot and streaming. */
 uint64_t tl_xxh64(const void *data, size_t len, uint64_t seed);

@@ -50,6 +50,7 @@ int tl_wbuf_flush(tl_wbuf *w, char *err, size_t errlen) {
 int tl_wbuf_write(tl_wbuf *w, const void *p, size_t n, char *err, size_t errlen) {
     const uint8_t *s = p;
     w->pos += n;
+    if (w->crc_on) w->crc = tl_crc32c(w->crc, s, n);
     if (w->n + n <= w->cap) {
         memcpy(w->buf + w->n, s, n);
         w->n += n;

@@ -1,5 +1,6 @@
-/* open.c — opening an index: manifest and header checks, placement of the
- * four files on their tiers, and the dictionary lookup. */
+/* open.c — opening an index: manifest and header checks (the manifest
+ * against the headers too), placement of the four files on their tiers, the
+ * body checksums when asked, and the checked dictionary lookup. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,41 +12,7 @@
 #include <unistd.h>
 
 #include "index.h"
-
-/* The manifest's build id, without a JSON parser: the writer is ours. */
-static int tl_manifest_build_id(const char *dir, uint64_t *id, char *err, size_t errlen) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        struct stat st;
-        if (stat(dir, &st) != 0)
-            return tl_err(err, errlen, TIERLAB_EIO, "%s: %s", dir, strerror(errno));
-        return tl_err(err, errlen, TIERLAB_EFORMAT,
-                      "%s has no manifest.json: not a tierlab index, or an unfinished build",
-                      dir);
-    }
-    char buf[16384];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *fmt = strstr(buf, "\"format\": \"tierlab-index\"");
-    const char *ver = strstr(buf, "\"format_version\": ");
-    const char *bid = strstr(buf, "\"build_id\": \"");
-    if (!fmt || !ver || !bid)
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "%s: not a tierlab index manifest", path);
-    long v = strtol(ver + 18, NULL, 10);
-    if (v != TIERLAB_INDEX_FORMAT_VERSION)
-        return tl_err(err, errlen, TIERLAB_EFORMAT,
-                      "%s: index format version %ld, this tierlab reads version %d (rebuild "
-                      "the index)",
-                      path, v, TIERLAB_INDEX_FORMAT_VERSION);
-    char *end;
-    *id = strtoull(bid + 13, &end, 16);
-    if (end != bid + 13 + 16 || *end != '"')
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "%s: bad build_id", path);
-    return 0;
-}
+#include "manifest.h"
 
 static int tl_read_header(const char *path, tl_file_header *h, uint64_t *size, char *err,
                           size_t errlen) {
@@ -94,48 +61,159 @@ static int tl_parse_placement(const char *spec, char req[TIERLAB_FILES][256], ch
     return 0;
 }
 
-int tierlab_index_open(const char *dir, const char *placement, tierlab_index **out,
-                       char *err, size_t errlen) {
+/* A header field of file f that differs from dict.bin's: its name, or NULL. */
+static const char *tl_header_differs(const tl_file_header *a, const tl_file_header *d,
+                                     char *va, char *vd, size_t vlen) {
+#define TL_CMP(field, name)                                                         \
+    if (a->field != d->field) {                                                     \
+        snprintf(va, vlen, "%llu", (unsigned long long)a->field);                  \
+        snprintf(vd, vlen, "%llu", (unsigned long long)d->field);                  \
+        return name;                                                                \
+    }
+    TL_CMP(docs, "documents")
+    TL_CMP(terms, "terms")
+    TL_CMP(postings, "postings")
+    TL_CMP(blocks, "blocks")
+    TL_CMP(block_size, "block size")
+    TL_CMP(doc_bytes, "doc_bytes")
+#undef TL_CMP
+    if (strcmp(a->codec, d->codec) != 0) {
+        snprintf(va, vlen, "'%.31s'", a->codec);
+        snprintf(vd, vlen, "'%.31s'", d->codec);
+        return "codec";
+    }
+    return NULL;
+}
+
+/* The manifest against the headers (all equal to dict.bin's by now). */
+static int tl_manifest_vs_headers(const tl_manifest *m, const tl_file_header *hs,
+                                  tl_open_fail *fail, char *err, size_t errlen) {
+    const tl_file_header *h = &hs[0];
+    const tierlab_codec *c = tierlab_codec_find(h->codec);
+    const char *freq = tierlab_codec_freq(c)->name;
+    int field = -1;
+    char mv[80] = "", hv[80] = "";
+    if (strcmp(m->f[TL_MF_CODEC].str, h->codec) != 0) {
+        field = TL_MF_CODEC;
+        snprintf(mv, sizeof mv, "\"%.40s\"", m->f[TL_MF_CODEC].str);
+        snprintf(hv, sizeof hv, "\"%.31s\"", h->codec);
+    } else if (strcmp(m->f[TL_MF_FREQ_CODEC].str, freq) != 0) {
+        field = TL_MF_FREQ_CODEC;
+        snprintf(mv, sizeof mv, "\"%.40s\"", m->f[TL_MF_FREQ_CODEC].str);
+        snprintf(hv, sizeof hv, "\"%s\" (the freq codec of %.31s)", freq, h->codec);
+    } else {
+        const struct {
+            int field;
+            uint64_t want;
+        } nums[] = {
+            {TL_MF_BLOCK_SIZE, h->block_size},
+            {TL_MF_DOC_BYTES, h->doc_bytes},
+            {TL_MF_DOCUMENTS, h->docs},
+            {TL_MF_TERMS, h->terms},
+            {TL_MF_POSTINGS, h->postings},
+            {TL_MF_BLOCKS, h->blocks},
+            {TL_MF_FILE_DICT, hs[TIERLAB_FILE_DICT].file_bytes},
+            {TL_MF_FILE_SKIP, hs[TIERLAB_FILE_SKIP].file_bytes},
+            {TL_MF_FILE_DIDS, hs[TIERLAB_FILE_DIDS].file_bytes},
+            {TL_MF_FILE_FREQS, hs[TIERLAB_FILE_FREQS].file_bytes},
+            {TL_MF_DID_BLOCK_BYTES, hs[TIERLAB_FILE_DIDS].file_bytes - TL_HDR_BYTES},
+            {TL_MF_FREQ_BLOCK_BYTES, hs[TIERLAB_FILE_FREQS].file_bytes - TL_HDR_BYTES},
+        };
+        for (size_t i = 0; i < sizeof nums / sizeof *nums && field < 0; i++)
+            if (m->f[nums[i].field].num != nums[i].want) {
+                field = nums[i].field;
+                snprintf(mv, sizeof mv, "%llu", (unsigned long long)m->f[field].num);
+                snprintf(hv, sizeof hv, "%llu", (unsigned long long)nums[i].want);
+            }
+    }
+    if (field < 0) return 0;
+    if (fail) *fail = (tl_open_fail){-1, m->f[field].offset, 1};
+    return tl_err(err, errlen, TIERLAB_EFORMAT,
+                  "%s: %s%s is %s but the index files' headers say %s (manifest edited, or "
+                  "of another index)",
+                  m->path, field >= TL_MF_FILE_DICT ? "files." : "", tl_manifest_key(field), mv,
+                  hv);
+}
+
+int tl_index_open(const char *dir, const char *placement, unsigned flags, tierlab_index **out,
+                  tl_open_fail *fail, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
+    if (fail) *fail = (tl_open_fail){-1, 0, 0};
     if (!dir || !out) return tl_err(err, errlen, TIERLAB_EINVAL, "index directory required");
     *out = NULL;
     char req[TIERLAB_FILES][256];
     int rc = tl_parse_placement(placement, req, err, errlen);
     if (rc) return rc;
-    uint64_t id = 0;
-    rc = tl_manifest_build_id(dir, &id, err, errlen);
-    if (rc) return rc;
+    tl_manifest *m = malloc(sizeof *m);
+    if (!m) return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
+    rc = tl_manifest_read(dir, m, err, errlen);
+    if (rc) {
+        /* a manifest that is JSON of this format and version but whose fields
+         * are missing or malformed is damage; no manifest, a foreign one or
+         * another version is not */
+        if (fail && rc == TIERLAB_EFORMAT)
+            *fail = (tl_open_fail){-1, m->bad_offset,
+                                   m->f[TL_MF_VERSION].kind == TL_MF_NUM && !m->other_version};
+        free(m);
+        return rc;
+    }
+    uint64_t id = m->build_id;
     tierlab_index *ix = calloc(1, sizeof *ix);
-    if (!ix) return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
+    if (!ix) {
+        free(m);
+        return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory");
+    }
     snprintf(ix->dir, sizeof ix->dir, "%s", dir);
     tl_file_header hs[TIERLAB_FILES];
     char path[TIERLAB_FILES][PATH_MAX + 16];
     for (int f = 0; f < TIERLAB_FILES && !rc; f++) {
-        uint64_t size = 0;
+        uint64_t size = 0, bad = 0;
         snprintf(path[f], sizeof path[f], "%s/%s", dir, tierlab_index_file_name(f));
         rc = tl_read_header(path[f], &hs[f], &size, err, errlen);
-        if (!rc) rc = tl_header_check(&hs[f], f, size, path[f], err, errlen);
         if (rc) break;
-        if (hs[f].build_id != id)
+        rc = tl_header_check(&hs[f], f, size, path[f], &bad, err, errlen);
+        if (rc) {
+            /* another format version is not damage */
+            int other = bad == offsetof(tl_file_header, format_version);
+            if (fail) *fail = (tl_open_fail){f, bad, !other};
+            break;
+        }
+        char va[64], vd[64];
+        const char *what = f ? tl_header_differs(&hs[f], &hs[0], va, vd, sizeof va) : NULL;
+        if (hs[f].build_id != id) {
             rc = tl_err(err, errlen, TIERLAB_EFORMAT,
                         "%s belongs to another build (build id %016llx, manifest %016llx)",
                         path[f], (unsigned long long)hs[f].build_id, (unsigned long long)id);
-        else if (f && (hs[f].docs != hs[0].docs || hs[f].terms != hs[0].terms ||
-                       hs[f].postings != hs[0].postings || hs[f].blocks != hs[0].blocks ||
-                       hs[f].block_size != hs[0].block_size ||
-                       strcmp(hs[f].codec, hs[0].codec) != 0))
-            rc = tl_err(err, errlen, TIERLAB_EFORMAT, "%s disagrees with dict.bin's header",
-                        path[f]);
+            if (fail) *fail = (tl_open_fail){f, offsetof(tl_file_header, build_id), 1};
+        } else if (what) {
+            rc = tl_err(err, errlen, TIERLAB_EFORMAT,
+                        "%s: %s is %s but dict.bin's header says %s", path[f], what, va, vd);
+            if (fail) *fail = (tl_open_fail){f, 0, 1};
+        }
     }
-    if (!rc && hs[0].file_bytes < TL_HDR_BYTES + hs[0].terms * sizeof(tl_dict_entry))
+    if (!rc) rc = tl_manifest_vs_headers(m, hs, fail, err, errlen);
+    free(m);
+    if (!rc && hs[0].file_bytes < TL_HDR_BYTES + hs[0].terms * sizeof(tl_dict_entry)) {
         rc = tl_err(err, errlen, TIERLAB_EFORMAT, "%s: too short for %llu terms", path[0],
                     (unsigned long long)hs[0].terms);
+        if (fail) *fail = (tl_open_fail){TIERLAB_FILE_DICT, hs[0].file_bytes, 1};
+    }
     for (int f = 0; f < TIERLAB_FILES && !rc; f++) {
         rc = tl_place(path[f], req[f], &ix->r[f], err, errlen);
         if (rc) break;
         /* the placed bytes must be the ones checked (the file may have changed) */
         if (ix->r[f].len != hs[f].file_bytes || memcmp(ix->r[f].data, &hs[f], TL_HDR_BYTES) != 0)
             rc = tl_err(err, errlen, TIERLAB_EFORMAT, "%s changed while opening", path[f]);
+    }
+    for (int f = 0; f < TIERLAB_FILES && !rc && (flags & TIERLAB_OPEN_VERIFY); f++) {
+        uint32_t crc = tl_crc32c(0, ix->r[f].data + TL_HDR_BYTES, ix->r[f].len - TL_HDR_BYTES);
+        if (crc != hs[f].body_crc) {
+            rc = tl_err(err, errlen, TIERLAB_ECORRUPT,
+                        "corrupt index: %s: body checksum mismatch (stored %08x, computed %08x); "
+                        "`tierlab index check` locates the damage",
+                        path[f], hs[f].body_crc, crc);
+            if (fail) *fail = (tl_open_fail){f, TL_HDR_BYTES, 1};
+        }
     }
     if (rc) {
         tierlab_index_close(ix);
@@ -164,8 +242,23 @@ int tierlab_index_open(const char *dir, const char *placement, tierlab_index **o
     ix->dids_len = in->file_bytes[TIERLAB_FILE_DIDS];
     ix->freqs = ix->r[TIERLAB_FILE_FREQS].data;
     ix->freqs_len = in->file_bytes[TIERLAB_FILE_FREQS];
+    ix->checks = (flags & TIERLAB_OPEN_VERIFY) ? TIERLAB_CHECKS_FULL : TIERLAB_CHECKS_DEFAULT;
     *out = ix;
     return 0;
+}
+
+int tierlab_index_open_flags(const char *dir, const char *placement, unsigned flags,
+                             tierlab_index **out, char *err, size_t errlen) {
+    if (flags & ~(unsigned)TIERLAB_OPEN_VERIFY) {
+        if (out) *out = NULL;
+        return tl_err(err, errlen, TIERLAB_EINVAL, "unknown open flags %#x", flags);
+    }
+    return tl_index_open(dir, placement, flags, out, NULL, err, errlen);
+}
+
+int tierlab_index_open(const char *dir, const char *placement, tierlab_index **out,
+                       char *err, size_t errlen) {
+    return tl_index_open(dir, placement, 0, out, NULL, err, errlen);
 }
 
 void tierlab_index_close(tierlab_index *ix) {
@@ -184,17 +277,24 @@ int tierlab_index_placement(const tierlab_index *ix, int file, tierlab_placement
     return 0;
 }
 
-const tl_dict_entry *tl_dict_find(const struct tierlab_index *ix, const char *term, size_t len,
-                                  uint64_t *bytes, int *corrupt) {
+/* The binary search; with checks, every probed entry is checked first. */
+static int tl_dict_search(const struct tierlab_index *ix, const char *term, size_t len,
+                          int checks, const tl_dict_entry **hit, uint64_t *bytes, char *err,
+                          size_t errlen) {
     uint64_t key = 0;
     for (size_t i = 0; i < 8; i++) key = (key << 8) | (i < len ? (uint8_t)term[i] : 0u);
     size_t lo = 0, hi = ix->terms;
     uint64_t touched = 0;
-    const tl_dict_entry *hit = NULL;
+    int rc = 0;
+    *hit = NULL;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const tl_dict_entry *e = &ix->dict[mid];
         touched += sizeof *e;
+        if (checks && tl_crc32c(0, e, TL_DICT_CRC_BYTES) != e->entry_crc) {
+            rc = tl_dict_entry_check(ix, e, err, errlen);
+            break;
+        }
         int c;
         if (e->prefix != key) {
             c = e->prefix < key ? -1 : 1;
@@ -202,8 +302,10 @@ const tl_dict_entry *tl_dict_find(const struct tierlab_index *ix, const char *te
             size_t el = e->term_len, m = el < len ? el : len;
             c = 0;
             if (m > 8) {
-                if (e->term_offset > ix->pool_len || el > ix->pool_len - e->term_offset) {
-                    *corrupt = 1;
+                if (e->term_offset > ix->pool_len || el > ix->pool_len - e->term_offset ||
+                    (checks && tl_crc32c(0, ix->pool + e->term_offset, el) != e->term_crc)) {
+                    rc = tl_dict_entry_check(ix, e, err, errlen);
+                    if (!rc) rc = TIERLAB_ECORRUPT; /* out of the pool with checks off */
                     break;
                 }
                 c = memcmp(ix->pool + e->term_offset + 8, term + 8, m - 8);
@@ -212,24 +314,41 @@ const tl_dict_entry *tl_dict_find(const struct tierlab_index *ix, const char *te
             if (!c) c = (el > len) - (el < len);
         }
         if (c == 0) {
-            hit = e;
+            *hit = e;
             break;
         }
         if (c < 0) lo = mid + 1;
         else hi = mid;
     }
     *bytes += touched;
-    return hit;
+    return rc ? rc : *hit != NULL;
+}
+
+int tl_dict_find(const struct tierlab_index *ix, const char *term, size_t len, int checks,
+                 const tl_dict_entry **hit, uint64_t *bytes, char *err, size_t errlen) {
+    /* A hit is right when its own entry and term bytes are sound, whatever
+     * the entries that led there: terms are unique, and it holds exactly the
+     * term. A miss is only as good as every entry probed on the way, so a
+     * miss (rare in a workload) searches again, checking each probe. */
+    int rc = tl_dict_search(ix, term, len, 0, hit, bytes, err, errlen);
+    if (!checks) return rc;
+    if (rc == 1) {
+        rc = tl_dict_entry_check(ix, *hit, err, errlen);
+        if (rc) *hit = NULL;
+        return rc ? rc : 1;
+    }
+    uint64_t again = 0;
+    return tl_dict_search(ix, term, len, checks, hit, &again, err, errlen);
 }
 
 int tierlab_index_lookup(const tierlab_index *ix, const char *term, size_t len,
                          uint64_t *postings) {
     if (!ix || !term) return 0;
     uint64_t bytes = 0;
-    int corrupt = 0;
-    const tl_dict_entry *e = tl_dict_find(ix, term, len, &bytes, &corrupt);
-    if (e && postings) *postings = e->postings;
-    return e != NULL;
+    const tl_dict_entry *e;
+    int rc = tl_dict_find(ix, term, len, ix->checks, &e, &bytes, NULL, 0);
+    if (rc == 1 && postings) *postings = e->postings;
+    return rc;
 }
 
 int tierlab_index_term_at(const tierlab_index *ix, uint64_t i, const char **term,
@@ -237,7 +356,8 @@ int tierlab_index_term_at(const tierlab_index *ix, uint64_t i, const char **term
     if (!ix || i >= ix->terms) return TIERLAB_EINVAL;
     const tl_dict_entry *e = &ix->dict[i];
     if (e->term_offset > ix->pool_len || e->term_len > ix->pool_len - e->term_offset)
-        return TIERLAB_EFORMAT;
+        return TIERLAB_ECORRUPT;
+    if (ix->checks && tl_dict_entry_check(ix, e, NULL, 0)) return TIERLAB_ECORRUPT;
     if (term) *term = (const char *)ix->pool + e->term_offset;
     if (len) *len = e->term_len;
     if (postings) *postings = e->postings;
@@ -248,29 +368,29 @@ int64_t tierlab_index_postings(const tierlab_index *ix, uint64_t i, uint32_t *di
                                uint32_t *freqs, char *err, size_t errlen) {
     if (!ix || !dids || !freqs || i >= ix->terms) return TIERLAB_EINVAL;
     const tl_dict_entry *d = &ix->dict[i];
-    uint32_t B = ix->info.block_size;
-    uint64_t off = d->skip_offset;
-    if (off < TL_HDR_BYTES || off % 8 || off > ix->skip_len - sizeof(tl_skip_head))
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "corrupt index: skip offset out of range");
-    const tl_skip_head *h = (const tl_skip_head *)(ix->skip + off);
-    uint32_t nb = h->nblocks, p = h->postings;
-    if (p != d->postings || nb != (uint32_t)(((uint64_t)p + B - 1) / B) ||
-        (uint64_t)(nb + 1) * sizeof(tl_skip_entry) > ix->skip_len - off - sizeof *h)
-        return tl_err(err, errlen, TIERLAB_EFORMAT, "corrupt index: bad skip record");
+    int checks = ix->checks;
+    if (checks && tl_dict_entry_check(ix, d, err, errlen)) return TIERLAB_ECORRUPT;
+    const tl_skip_head *h;
+    int rc = tl_skip_open(ix, d, checks, &h, err, errlen);
+    if (rc) return rc;
+    uint32_t B = ix->info.block_size, nb = h->nblocks, p = h->postings;
     const tl_skip_entry *e = (const tl_skip_entry *)(h + 1);
-    for (uint32_t b = 0; b < nb; b++) {
-        uint32_t n = b + 1 < nb ? B : p - b * B;
-        uint64_t a = e[b].did_offset, z = e[b + 1].did_offset;
-        uint64_t fa = e[b].freq_offset, fz = e[b + 1].freq_offset;
-        if (a < TL_HDR_BYTES || z < a || z > ix->dids_len || fa < TL_HDR_BYTES || fz < fa ||
-            fz > ix->freqs_len ||
-            ix->dc->decode(ix->dids + a, (size_t)(z - a), n, e[b].prev_did, dids + (size_t)b * B) !=
-                (int64_t)(z - a) ||
-            ix->fc->decode(ix->freqs + fa, (size_t)(fz - fa), n, 0, freqs + (size_t)b * B) !=
-                (int64_t)(fz - fa) ||
-            dids[(size_t)b * B] != e[b].first_did)
-            return tl_err(err, errlen, TIERLAB_EFORMAT, "corrupt index: block %u of term %llu",
-                          b, (unsigned long long)i);
+    for (int kind = 0; kind < 2; kind++) {
+        const uint8_t *base = kind ? ix->freqs : ix->dids;
+        uint64_t flen = kind ? ix->freqs_len : ix->dids_len;
+        for (uint32_t b = 0; b < nb; b++) {
+            uint32_t n = b + 1 < nb ? B : p - b * B, at = 0;
+            uint64_t a = tl_block_off(e, b, kind), z = tl_block_off(e, b + 1, kind);
+            uint32_t *out = (kind ? freqs : dids) + (size_t)b * B;
+            int why = a < TL_HDR_BYTES || z < a || z > flen
+                          ? TL_BAD_OFFSET
+                          : tl_block_decode(ix, e, b, kind, base + a, z - a, n, out, checks, &at);
+            if (why)
+                return tl_block_fail(ix, d, kind, b, nb, e, why == TL_BAD_OFFSET ? NULL : base + a,
+                                     out, why, at, checks, err, errlen);
+        }
+        /* the term's blocks, in one pass */
+        if (checks && (rc = tl_span_check(ix, d, e, nb, 0, nb - 1, kind, err, errlen))) return rc;
     }
     return p;
 }

@@ -116,12 +116,14 @@ static int tl_emit_block(tl_tx *x) {
         x->started = 1;
     }
     tl_skip_entry e = {x->dbuf[0], x->prev_last, x->w[TIERLAB_FILE_DIDS].pos,
-                       x->w[TIERLAB_FILE_FREQS].pos};
+                       x->w[TIERLAB_FILE_FREQS].pos, 0, 0};
     int64_t nd = x->dc->encode(x->dbuf, n, x->prev_last, x->enc);
     if (nd <= 0)
         return tl_err(x->err, x->errlen, nd < 0 ? (int)nd : TIERLAB_EINVAL,
                       "codec %s cannot encode a DID block (error %lld)", x->dc->name,
                       (long long)nd);
+    x->did_cum = tl_crc32c(x->did_cum, x->enc, (size_t)nd);
+    e.did_crc = x->did_cum; /* of the term's DID bytes up to here */
     int rc = tl_wbuf_write(&x->w[TIERLAB_FILE_DIDS], x->enc, (size_t)nd, x->err, x->errlen);
     if (rc) return rc;
     int64_t nf = x->fc->encode(x->fbuf, n, 0, x->enc);
@@ -129,7 +131,10 @@ static int tl_emit_block(tl_tx *x) {
         return tl_err(x->err, x->errlen, nf < 0 ? (int)nf : TIERLAB_EINVAL,
                       "codec %s cannot encode a freq block (error %lld)", x->fc->name,
                       (long long)nf);
+    x->freq_cum = tl_crc32c(x->freq_cum, x->enc, (size_t)nf);
+    e.freq_crc = x->freq_cum;
     rc = tl_wbuf_write(&x->w[TIERLAB_FILE_FREQS], x->enc, (size_t)nf, x->err, x->errlen);
+    x->rec_crc = tl_crc32c(x->rec_crc, &e, sizeof e);
     if (!rc) rc = tl_wbuf_write(&x->w[TIERLAB_FILE_SKIP], &e, sizeof e, x->err, x->errlen);
     x->did_bytes += (uint64_t)nd;
     x->freq_bytes += (uint64_t)nf;
@@ -160,6 +165,7 @@ int tl_tx_open(tl_tx *x, const tl_tx_params *p, char *err, size_t errlen) {
         rc = tl_wbuf_open(&x->w[f], x->paths[f], 1u << 20, err, errlen);
         static const uint8_t zero[TL_HDR_BYTES];
         if (!rc) rc = tl_wbuf_write(&x->w[f], zero, sizeof zero, err, errlen);
+        x->w[f].crc_on = 1; /* the body's CRC, for the header */
     }
     if (!rc) rc = tl_wbuf_open(&x->pool, x->pool_path, 1u << 20, err, errlen);
     return rc;
@@ -193,10 +199,14 @@ int tl_tx_term(tl_tx *x, const char *s, uint32_t len, uint64_t count) {
     tl_skip_head h = {(uint32_t)count, (uint32_t)((count + B - 1) / B)};
     uint64_t prefix = 0;
     for (uint32_t i = 0; i < 8; i++) prefix = (prefix << 8) | (i < len ? (uint8_t)s[i] : 0u);
-    tl_dict_entry d = {prefix, x->w[TIERLAB_FILE_SKIP].pos, x->pool.pos, len, (uint32_t)count};
+    tl_dict_entry d = {prefix, x->w[TIERLAB_FILE_SKIP].pos, x->pool.pos, len, (uint32_t)count,
+                       tl_crc32c(0, s, len), 0};
+    d.entry_crc = tl_crc32c(0, &d, TL_DICT_CRC_BYTES);
     int rc = tl_wbuf_write(&x->w[TIERLAB_FILE_DICT], &d, sizeof d, x->err, x->errlen);
     if (!rc) rc = tl_wbuf_write(&x->pool, s, len, x->err, x->errlen);
     if (!rc) rc = tl_wbuf_write(&x->w[TIERLAB_FILE_SKIP], &h, sizeof h, x->err, x->errlen);
+    x->rec_crc = tl_crc32c(0, &h, sizeof h);
+    x->did_cum = x->freq_cum = 0;
     x->nstage = 0;
     x->prev_last = 0;
     x->started = 0;
@@ -236,7 +246,9 @@ int tl_tx_end_term(tl_tx *x) {
     int rc = x->nstage ? tl_emit_block(x) : 0;
     if (rc) return rc;
     tl_skip_entry e = {TL_SKIP_END_DID, x->prev_last, x->w[TIERLAB_FILE_DIDS].pos,
-                       x->w[TIERLAB_FILE_FREQS].pos};
+                       x->w[TIERLAB_FILE_FREQS].pos, 0, 0};
+    /* the record's last 4 bytes: the CRC of all its bytes before them */
+    e.freq_crc = tl_crc32c(x->rec_crc, &e, offsetof(tl_skip_entry, freq_crc));
     return tl_wbuf_write(&x->w[TIERLAB_FILE_SKIP], &e, sizeof e, x->err, x->errlen);
 }
 
@@ -277,6 +289,7 @@ int tl_tx_finish(tl_tx *x, tl_tx_result *res) {
         h.postings = x->postings;
         h.blocks = x->blocks;
         h.doc_bytes = x->p.doc_bytes;
+        h.body_crc = x->w[f].crc;
         tl_header_seal(&h, f);
         rc = tl_wbuf_flush(&x->w[f], x->err, x->errlen);
         if (!rc) rc = tl_wbuf_pwrite(&x->w[f], &h, sizeof h, 0, x->err, x->errlen);

@@ -48,6 +48,7 @@ tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k) {
     if (!q) return NULL;
     q->ix = ix;
     q->k = k;
+    q->checks = ix->checks;
     q->heap = malloc((size_t)k * sizeof *q->heap);
     q->out = malloc((size_t)k * sizeof *q->out);
     q->tmp = malloc((size_t)k * sizeof *q->tmp);
@@ -70,24 +71,23 @@ void tierlab_query_ctx_free(tierlab_query_ctx *q) {
 
 const char *tierlab_query_error(const tierlab_query_ctx *q) { return q ? q->err : ""; }
 
+int tierlab_query_ctx_set_checks(tierlab_query_ctx *q, int level) {
+    if (!q || level < TIERLAB_CHECKS_OFF || level > TIERLAB_CHECKS_FULL) return TIERLAB_EINVAL;
+    q->checks = level;
+    return 0;
+}
+
+int tierlab_query_ctx_checks(const tierlab_query_ctx *q) { return q ? q->checks : TIERLAB_EINVAL; }
+
 int tl_cursor_open(tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entry *e, uint32_t slot) {
     const struct tierlab_index *ix = q->ix;
-    uint32_t B = ix->info.block_size;
-    uint64_t off = e->skip_offset;
-    if (off < TL_HDR_BYTES || off % 8 || off > ix->skip_len - sizeof(tl_skip_head))
-        return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
-                      "corrupt index: skip offset %llu out of range", (unsigned long long)off);
-    const tl_skip_head *h = (const tl_skip_head *)(ix->skip + off);
-    uint32_t nb = h->nblocks;
-    if (h->postings != e->postings || e->postings == 0 ||
-        nb != (uint32_t)(((uint64_t)e->postings + B - 1) / B) ||
-        (uint64_t)(nb + 1) * sizeof(tl_skip_entry) > ix->skip_len - off - sizeof *h)
-        return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
-                      "corrupt index: skip record at %llu disagrees with the dictionary",
-                      (unsigned long long)off);
+    const tl_skip_head *h;
+    int rc = tl_skip_open(ix, e, q->checks, &h, q->err, sizeof q->err);
+    if (rc) return rc;
+    c->de = e;
     c->e = (const tl_skip_entry *)(h + 1);
     c->src = NULL;
-    c->nb = nb;
+    c->nb = h->nblocks;
     c->postings = h->postings;
     c->b = 0;
     c->dec_b = c->fdec_b = UINT32_MAX;
@@ -101,6 +101,7 @@ int tl_cursor_open(tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entry *e, u
         for (uint32_t f = 0; f < TL_WTAB; f++) c->w[f] = tl_bm25(c->idf, f);
     c->visited = 0;
     c->decoded = c->fdecoded = 0;
+    c->span_n[0] = c->span_n[1] = 0;
     return 0;
 }
 
@@ -109,48 +110,71 @@ static inline uint32_t tl_block_len(const struct tierlab_index *ix, const tl_cur
     return c->b + 1 < c->nb ? B : c->postings - c->b * B;
 }
 
+/* Check the cursor's pending run of decoded blocks of one kind. */
+static int tl_cursor_verify(tierlab_query_ctx *q, tl_cursor *c, int kind) {
+    uint32_t n = c->span_n[kind];
+    if (!n) return 0;
+    c->span_n[kind] = 0;
+    return tl_span_check(q->ix, c->de, c->e, c->nb, c->span_b0[kind], c->span_b0[kind] + n - 1,
+                         kind, q->err, sizeof q->err);
+}
+
+/* Decode the current block's DIDs (kind 0) or freqs (kind 1) into the
+ * cursor's buffer, checked at the context's level: its invariants now, its
+ * CRC with the run of consecutive blocks it extends (bytes in place), or now
+ * (bytes from a source, valid only until its next call). */
+static int tl_cursor_block(tierlab_query_ctx *q, tl_cursor *c, int kind) {
+    const struct tierlab_index *ix = q->ix;
+    const tl_skip_entry *e = c->e;
+    uint32_t b = c->b, at = 0;
+    uint64_t a = tl_block_off(e, b, kind), z = tl_block_off(e, b + 1, kind);
+    uint32_t *out = kind ? c->f : c->d;
+    const uint8_t *p = NULL;
+    int why, checks = q->checks;
+    if (a < TL_HDR_BYTES || z < a || z > (kind ? ix->freqs_len : ix->dids_len))
+        why = TL_BAD_OFFSET;
+    else if (!(p = c->src ? c->src->block(c->src, kind, b, a, z) : (kind ? ix->freqs : ix->dids) + a))
+        why = TL_BAD_READ;
+    else
+        why = tl_block_decode(ix, e, b, kind, p, z - a, tl_block_len(ix, c), out, checks, &at);
+    if (!why && checks) {
+        if (c->src) {
+            uint32_t crc = tl_crc32c(0, p, (size_t)(z - a));
+            if (crc != tl_span_crc(e, b, b, kind, z - a)) why = TL_BAD_CRC, at = crc;
+        } else if (c->span_n[kind] && b == c->span_b0[kind] + c->span_n[kind]) {
+            c->span_n[kind]++;
+        } else {
+            int rc = tl_cursor_verify(q, c, kind);
+            if (rc) return rc;
+            c->span_b0[kind] = b;
+            c->span_n[kind] = 1;
+        }
+    }
+    if (why)
+        return tl_block_fail(ix, c->de, kind, b, c->nb, e, p, out, why, at, checks, q->err,
+                             sizeof q->err);
+    q->st->bytes_read[kind ? TIERLAB_FILE_FREQS : TIERLAB_FILE_DIDS] += z - a;
+    return 0;
+}
+
 int tl_cursor_decode(tierlab_query_ctx *q, tl_cursor *c) {
     if (c->dec_b == c->b) return 0;
-    const struct tierlab_index *ix = q->ix;
-    const tl_skip_entry *e = &c->e[c->b];
-    uint64_t a = e->did_offset, z = e[1].did_offset;
-    uint32_t n = tl_block_len(ix, c);
-    if (a < TL_HDR_BYTES || z < a || z > ix->dids_len) goto bad;
-    const uint8_t *p = c->src ? c->src->block(c->src, 0, c->b, a, z) : ix->dids + a;
-    if (!p) goto bad;
-    int64_t got = ix->dc->decode(p, (size_t)(z - a), n, e->prev_did, c->d);
-    if (got != (int64_t)(z - a) || c->d[0] != e->first_did) goto bad;
+    int rc = tl_cursor_block(q, c, 0);
+    if (rc) return rc;
     c->dec_b = c->b;
-    c->n = n;
+    c->n = tl_block_len(q->ix, c);
     c->pos = 0;
     c->decoded++;
-    q->st->bytes_read[TIERLAB_FILE_DIDS] += z - a;
     return 0;
-bad:
-    return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
-                  "corrupt index: DID block %u at %llu of a %u-posting term does not decode",
-                  c->b, (unsigned long long)a, c->postings);
 }
 
 int tl_cursor_decode_freqs(tierlab_query_ctx *q, tl_cursor *c) {
     if (c->fdec_b == c->b) return 0;
-    const struct tierlab_index *ix = q->ix;
-    const tl_skip_entry *e = &c->e[c->b];
-    uint64_t a = e->freq_offset, z = e[1].freq_offset;
-    uint32_t n = tl_block_len(ix, c);
-    if (a < TL_HDR_BYTES || z < a || z > ix->freqs_len) goto bad;
-    const uint8_t *p = c->src ? c->src->block(c->src, 1, c->b, a, z) : ix->freqs + a;
-    if (!p) goto bad;
-    int64_t got = ix->fc->decode(p, (size_t)(z - a), n, 0, c->f);
-    if (got != (int64_t)(z - a)) goto bad;
+    int rc = tl_cursor_block(q, c, 1);
+    if (rc) return rc;
     c->fdec_b = c->b;
     c->fdecoded++;
-    q->st->bytes_read[TIERLAB_FILE_FREQS] += z - a;
     return 0;
-bad:
-    return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
-                  "corrupt index: freq block %u at %llu of a %u-posting term does not decode",
-                  c->b, (unsigned long long)a, c->postings);
 }
 
 /* Heap -> q->out sorted by score descending, DID ascending. A heapsort is
@@ -224,6 +248,9 @@ static int tl_run_entries(tierlab_query_ctx *q, int type, const tl_dict_entry *c
         if (!rc)
             rc = type == TIERLAB_QUERY_SINGLE ? tl_query_single(q, &q->cur[0])
                                               : tl_query_and(q, q->cur, nterms);
+        /* the runs of blocks not checked yet, before any hit is returned */
+        for (uint32_t i = 0; i < nterms && !rc && q->checks; i++)
+            for (int kind = 0; kind < 2 && !rc; kind++) rc = tl_cursor_verify(q, &q->cur[i], kind);
         for (uint32_t i = 0; i < nterms; i++) {
             tl_cursor *c = &q->cur[i];
             st->term_blocks_decoded[i] = c->decoded;
@@ -249,12 +276,14 @@ static int tl_run(tierlab_query_ctx *q, int type, const char *const *terms,
     uint64_t t0 = tl_now_ns();
     const tl_dict_entry *ents[TIERLAB_QUERY_MAX_TERMS];
     for (uint32_t i = 0; i < nterms; i++) {
-        int corrupt = 0;
-        ents[i] = tl_dict_find(q->ix, terms[i], lens[i], &st->bytes_read[TIERLAB_FILE_DICT],
-                               &corrupt);
-        if (corrupt)
-            return tl_err(q->err, sizeof q->err, TIERLAB_EFORMAT,
-                          "corrupt index: dictionary entry points outside the term pool");
+        rc = tl_dict_find(q->ix, terms[i], lens[i], q->checks, &ents[i],
+                          &st->bytes_read[TIERLAB_FILE_DICT], q->err, sizeof q->err);
+        if (rc < 0) {
+            if (!q->err[0])
+                tl_err(q->err, sizeof q->err, rc,
+                       "corrupt index: dict.bin: an entry points outside the term pool");
+            return rc;
+        }
         if (!ents[i]) st->unknown_terms++;
     }
     rc = tl_run_entries(q, type, ents, nterms, NULL, st);

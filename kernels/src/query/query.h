@@ -25,7 +25,9 @@ __extension__ typedef unsigned __int128 tl_key;
  * (offsets from the skip list, already bounds-checked against the file), it
  * returns a pointer to those z - a bytes, valid until the next call on the
  * same source, or NULL when it cannot (the query then fails with
- * TIERLAB_EFORMAT, "does not decode"; the source keeps its own reason). */
+ * TIERLAB_ECORRUPT, "could not be read"; the source keeps its own reason).
+ * The bytes are checked against the skip list's checksums wherever they came
+ * from, so a source's copies are checked too. */
 typedef struct tl_block_src {
     const uint8_t *(*block)(struct tl_block_src *s, int kind, uint32_t b, uint64_t a,
                             uint64_t z);
@@ -34,6 +36,7 @@ typedef struct tl_block_src {
 
 /* One query term: its skip record, the decoded block and where we are in it. */
 typedef struct tl_cursor {
+    const tl_dict_entry *de; /* the term's dictionary entry (for messages) */
     const tl_skip_entry *e; /* nblocks + 1 entries (the last is the sentinel) */
     tl_block_src *src;      /* NULL: blocks in place from the index mapping */
     uint32_t nb, postings;
@@ -47,11 +50,17 @@ typedef struct tl_cursor {
     double w[TL_WTAB];
     uint64_t visited; /* skip entries read */
     uint32_t decoded, fdecoded;
+    /* Blocks decoded but not yet checked against their CRCs, per kind (DIDs,
+     * freqs): span_b0 .. span_b0 + span_n - 1. Consecutive blocks lie back to
+     * back in their file, so one CRC pass checks the run (tl_span_check)
+     * when it ends: at a gap, and before the query returns. */
+    uint32_t span_b0[2], span_n[2];
 } tl_cursor;
 
 struct tierlab_query_ctx {
     const struct tierlab_index *ix;
     uint32_t k, size;
+    int checks;        /* TIERLAB_CHECKS_* */
     tl_key *heap;      /* k keys */
     tierlab_hit *out;  /* k sorted hits of the last query */
     tl_key *tmp;       /* k keys: radix sort buffer */
@@ -124,7 +133,8 @@ static inline double tl_threshold(const struct tierlab_query_ctx *q) {
     return q->size == q->k ? tl_key_score(q->heap[0]) : -1.0;
 }
 
-/* Open a cursor on a dictionary entry: bounds-check the skip record. */
+/* Open a cursor on a dictionary entry: bounds-check the skip record (and its
+ * checksum, with checks). */
 int tl_cursor_open(struct tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entry *e,
                    uint32_t slot);
 /* Decode block c->b's DIDs (and freqs when `freqs`) unless already there. */
