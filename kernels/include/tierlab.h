@@ -352,7 +352,9 @@ typedef struct tierlab_build_stats {
 
 /* Build an index of corpus_path into the directory out_dir (see above).
  * `progress` (may be NULL) is called about every 4 MiB of corpus in bytes
- * (total = corpus size) during ingest; returning non-zero cancels. `stats`
+ * (total = corpus size) during ingest, then with done = total every few
+ * thousand terms of the transform and once right before the commit (the
+ * rename); returning non-zero cancels, whatever the phase. `stats`
  * (may be NULL) gets the totals. `err` (may be NULL) receives a one-line
  * message on failure. Returns 0, TIERLAB_EINVAL (bad params, unknown codec),
  * TIERLAB_EIO (errno-bearing message), TIERLAB_ENOMEM, TIERLAB_ECANCELED,

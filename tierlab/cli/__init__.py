@@ -4,6 +4,8 @@ workload, ...).
 Each group module exposes `register(subparsers)`; it adds its parser and sets
 `func` to a function taking the parsed args and returning an exit status.
 User mistakes raise TierlabError: printed as one line, exit status 2.
+SIGINT, SIGTERM and SIGHUP stop a command the same way (tierlab.core.signals):
+its temporaries and children are removed, exit status 128 + the signal.
 """
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 
 from tierlab import __version__  # noqa: E402
+from tierlab.core import signals  # noqa: E402
 from tierlab.core.errors import TierlabError  # noqa: E402
 from tierlab.cli import (apcache, bench, corpus, index, list_, model, query, trace,  # noqa: E402
                validate, workload)
@@ -40,17 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except TierlabError as e:
-        print(f"tierlab: error: {e}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # e.g. `tierlab list codecs | head`
-        sys.stderr.close()
-        return 0
-    except KeyboardInterrupt:
-        print("tierlab: interrupted", file=sys.stderr)
-        return 130
+    with signals.handled():
+        try:
+            return int(args.func(args) or 0)
+        except TierlabError as e:
+            print(f"tierlab: error: {e}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # e.g. `tierlab list codecs | head`
+            sys.stderr.close()
+            return 0
+        except KeyboardInterrupt as e:  # SIGINT, SIGTERM or SIGHUP
+            signals.hold()  # stopping already: a second signal changes nothing
+            by = "" if signals.signum(e) == signal.SIGINT else f" by {e}"
+            print(f"tierlab: interrupted{by}", file=sys.stderr)
+            return signals.exit_status(e)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,10 @@ def register(sub) -> None:
             "device: every read is a pread plus the spec's latency, bandwidth and queueing, "
             "through the runtime's own capped page cache.",
             "Writes OUT/cache_run.parquet, cache_query.parquet and cache_timeline.parquet (the "
-            "result schema, source measured) and prints a summary. Ctrl-C stops the run and "
-            "writes what was measured (params.partial = true)."),
+            "result schema, source measured) and prints a summary. Ctrl-C, SIGTERM or SIGHUP "
+            "stops the run and writes what was measured (params.partial = true; exit status "
+            "128 + the signal). What a killed run left (OUT/.raw-PID-*, shard copies next to "
+            "the index, its cgroup, slow-tier files) is removed by the next run."),
         epilog="example: tierlab apcache run --index data/idx --workload data/h.queries "
         "--config hybrid-prefetch --cache-bytes 64MiB --device nvme-p4800x --out runs/hp")
     add_run_spec(r, "runtime")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -561,7 +562,7 @@ def import_(ciff: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
 
 
 def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
-    from tierlab.engine.index import read_manifest
+    from tierlab.engine.index import leftovers, read_manifest
     from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
@@ -583,6 +584,8 @@ def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
     w = ffi.new("tierlab_index_writer **")
     err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
     digest = _digest(ciff)
+    for line in leftovers(out):
+        print(f"tierlab: removed {line}, left by a killed import", file=sys.stderr)
     rc = lib.tierlab_index_writer_open(str(out).encode(), p, n_docs, str(ciff.resolve()).encode(),
                                        digest.encode(), w, err, lib.TIERLAB_ERRMSG)
     if rc != 0:

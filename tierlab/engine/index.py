@@ -6,12 +6,18 @@ tiers/); this module is the Python face of `tierlab.h`'s index section.
 An index directory holds dict.bin, skip.bin, dids.bin, freqs.bin and
 manifest.json; kernels/formats/index.md documents every byte. The C build
 writes all five into `<out>.tmp-<pid>` and renames the directory at the very
-end, so a directory named like the index is always complete.
+end, so a directory named like the index is always complete. A build stopped
+by a signal removes it (the progress callback cancels, in every phase); one
+killed by SIGKILL leaves it, and the next build of the same `out` removes it
+once its pid is gone (`leftovers`).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +81,26 @@ def read_manifest(path: str | os.PathLike) -> dict:
     return m
 
 
+def leftovers(out: str | os.PathLike) -> list[str]:
+    """Remove what builds of `out` killed by SIGKILL left (tierlab.core.signals):
+    `<out>.tmp-<pid>` whose process is gone; `<out>.old-<pid>` (the index a
+    --force build moved aside just before its commit) is removed when `out`
+    exists and renamed back to `out` otherwise. Returns one line per path."""
+    from tierlab.core import signals
+
+    out = Path(str(out).rstrip("/") or "/")
+    name = re.escape(out.name)
+    done = signals.remove_stale(out.parent, rf"{name}\.tmp-(?P<pid>\d+)")
+    for old, _ in signals.stale(out.parent, rf"{name}\.old-(?P<pid>\d+)"):
+        if out.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            done.append(str(old))
+        else:
+            os.replace(old, out)
+            done.append(f"{old} (the index it replaced: renamed back to {out})")
+    return done
+
+
 @dataclass
 class BuildResult:
     path: Path
@@ -88,9 +114,11 @@ def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
     """Build an index of `corpus` into directory `out` (see module docstring).
 
     memory_budget bounds the ingest table (bytes or '2GB'); None = a quarter
-    of RAM. progress(done_bytes, total_bytes) is called about every 4 MiB;
-    returning True cancels. Raises TierlabError; nothing named `out` exists
-    after a failure.
+    of RAM. progress(done_bytes, total_bytes) is called about every 4 MiB
+    during ingest and often during the transform (done = total), and before
+    the commit; returning True (or raising: Ctrl-C) cancels. Raises
+    TierlabError; nothing named `out` exists after a failure. What a killed
+    build of `out` left is removed first (leftovers(); reported on stderr).
     """
     ffi, lib = _native()
     if block_size not in BLOCK_SIZES:
@@ -108,6 +136,8 @@ def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
     p.overwrite = 1 if overwrite else 0
     st = ffi.new("tierlab_build_stats *")
     err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
+    for line in leftovers(out):
+        print(f"tierlab: removed {line}, left by a killed build", file=sys.stderr)
     with progress_callback(progress or (lambda done, total: False)) as cb:
         rc = lib.tierlab_index_build(str(corpus).encode(), str(out).encode(), p, cb, ffi.NULL,
                                      st, err, lib.TIERLAB_ERRMSG)

@@ -8,7 +8,10 @@ the sweep's own: `out` (the folder, default `model-sweep`) and `workers`
 
 Cells run in a process pool. Each finished cell writes its three tables to
 OUT/cells/<cell id>/ (atomically) and appends its row to OUT/cache_run.csv,
-so an interrupted sweep loses nothing but the cells in flight; a rerun
+so an interrupted sweep loses nothing but the cells in flight (SIGINT,
+SIGTERM and SIGHUP are passed to the workers, which remove their cell's
+temporary and exit; those of a sweep killed by SIGKILL get SIGTERM from the
+kernel, and the next sweep into OUT removes what they left); a rerun
 skips the cells whose folder holds a cache_run.parquet. When the sweep ends
 (or is interrupted), OUT/cache_run.parquet and OUT/cache_run.csv are
 rebuilt from all finished cells. All are the result schema's cache_run
@@ -27,7 +30,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
-from tierlab.core import runspec, values
+from tierlab.core import runspec, signals, values
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import config as cfgmod
@@ -97,28 +100,48 @@ def prepare(doc: dict, where: str = "grid", out=None, workers=None):
 
 # --- running ------------------------------------------------------------------------------
 
+CELL_TMP = r"\.(?P<cid>[0-9a-f]+)\.tmp-(?P<pid>\d+)"  # OUT/cells/.<cell id>.tmp-<pid>
+
+
 def _run_cell(cid: str, cfg, out: str, costs) -> dict:
-    """In a worker process: run one cell (a RunConfig) and write its folder."""
+    """In a worker process: run one cell (a RunConfig) and write its folder
+    (under a temporary name that a signal removes: signals.worker_init)."""
+    import shutil
+
     res = cfgmod.run(cfg, costs=costs)
     row = dict(res.run)
     row["params"] = json.dumps({**json.loads(row["params"]), "cell_id": cid}, sort_keys=True)
     res.run = row
     final = Path(out) / "cells" / cid
-    tmp = Path(out) / "cells" / f".{cid}.tmp-{os.getpid()}"
-    cfgmod.write(res, tmp)
-    if final.exists():  # a concurrent rerun finished it too
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
+    with signals.temporary(Path(out) / "cells" / f".{cid}.tmp-{os.getpid()}") as tmp:
+        try:
+            cfgmod.write(res, tmp)
+            if final.exists():  # a concurrent rerun finished it too
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return row
+
+
+def _stop_pool(pool, sig: int) -> None:
+    """Pass the signal that stops the sweep to the pool's workers (each removes its
+    cell temporary and exits) and wait for them; the pool is shut down."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    signals.stop(procs, sig, timeout=10)
+    # after the workers: the pool's own thread then fails the futures in flight
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def done_ids(out: Path) -> set:
     d = out / "cells"
     if not d.is_dir():
         return set()
-    return {p.name for p in d.iterdir() if (p / "cache_run.parquet").exists()}
+    # not the temporaries (.<cell id>.tmp-<pid>) of cells being written
+    return {p.name for p in d.iterdir()
+            if not p.name.startswith(".") and (p / "cache_run.parquet").exists()}
 
 
 def collect(out: Path):
@@ -186,6 +209,8 @@ def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=N
         (out / "cells").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise TierlabError(f"out: cannot create {out} ({e.strerror})") from None
+    # cell temporaries of sweeps killed by SIGKILL (their workers too, then)
+    signals.report(signals.remove_stale(out / "cells", CELL_TMP), "a killed sweep")
     finished = done_ids(out)
     todo = [(cid, c) for cid, c in cells if cid not in finished]
     resolved = {}
@@ -208,7 +233,8 @@ def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=N
                 _append_csv(out, _run_cell(cid, c, str(out), resolved[key]))
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            with ProcessPoolExecutor(max_workers=workers, initializer=signals.worker_init,
+                                     initargs=(os.getpid(),)) as pool:
                 pending = set()
                 it = iter(todo)
                 try:
@@ -224,11 +250,16 @@ def run(cells: list, out: Path, workers: int = 2, progress: bool = True, costs=N
                             key = json.dumps(c["costs"], sort_keys=True, default=str)
                             pending.add(pool.submit(_run_cell, cid, c, str(out),
                                                     resolved[key]))
+                except KeyboardInterrupt as e:  # SIGINT, SIGTERM, SIGHUP: to the workers too
+                    with signals.held():
+                        _stop_pool(pool, signals.signum(e))
+                    raise
                 except BaseException:
                     for f in pending:
                         f.cancel()
                     raise
     finally:
-        bar.close()
-        df = write_merged(out)
+        with signals.held():
+            bar.close()
+            df = write_merged(out)
     return df

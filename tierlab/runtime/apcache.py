@@ -33,9 +33,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import uuid
 from datetime import datetime, timezone
@@ -45,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from tierlab import __version__
-from tierlab.core import runspec, specs
+from tierlab.core import runspec, signals, specs
 from tierlab.core.errors import TierlabError
 
 TABLES = ("cache_run", "cache_query", "cache_timeline")
@@ -161,6 +163,40 @@ def _cgroup_parents() -> list[Path]:
     return out
 
 
+RAW = r"\.raw-(?P<pid>\d+)-[0-9a-f]+"  # OUT/.raw-<pid of `run`>-<hex>
+OLD_RAW = re.compile(r"\.raw-[0-9a-f]{12}")  # before the pid was in the name
+
+
+def _leftovers(index: Path, out: Path, spec: runspec.RunSpec,
+               results) -> tuple[list[str], list[str]]:
+    """Remove what runs killed by SIGKILL left (tierlab.core.signals): OUT/.raw-<pid>-*
+    of a `run` that is gone, the shard copies `.tierlab-shard-<pid>-*` next to
+    the index and the cgroups `tierlab-<pid>` of a runtime that is gone, its
+    slow-tier files in a pm: directory, a --results file half written.
+    Returns (what was removed, OUT/.raw-* without a pid (older tierlab):
+    kept, to be reported)."""
+    removed = signals.remove_stale(out, RAW)
+    dead = {pid for _, pid in signals.stale(index.resolve().parent,
+                                            r"\.tierlab-shard-(?P<pid>\d+)-\d+")}
+    for parent in _cgroup_parents():
+        dead |= {pid for _, pid in signals.stale(parent, r"tierlab-(?P<pid>\d+)")}
+    for pid in sorted(dead):
+        removed += _cleanup_child(pid, index)
+    pm = {v[3:] for v in (runspec.placement(spec), spec["place_dict"], spec["place_skip"])
+          if isinstance(v, str) and v.startswith("pm:")}
+    for d in sorted(pm):  # slowtier.c and tiers/pm.c: unlinked once mapped, unless killed
+        removed += signals.remove_stale(d, r"tierlab-segcache-(?P<pid>\d+)-\w{6}")
+        removed += signals.remove_stale(d, r"tierlab-(?P<pid>\d+)-\d+-.+")
+    if results is not None:
+        dst = Path(results)
+        removed += signals.remove_stale(dst.parent, rf"\.{re.escape(dst.name)}\.tmp-(?P<pid>\d+)")
+    try:
+        old = sorted(str(p) for p in out.iterdir() if OLD_RAW.fullmatch(p.name))
+    except OSError:
+        old = []
+    return removed, old
+
+
 def _cleanup_child(pid: int, index: Path) -> list[str]:
     """Remove what a killed runtime (pid) left: its cgroup and shard copies."""
     removed = []
@@ -172,7 +208,10 @@ def _cleanup_child(pid: int, index: Path) -> list[str]:
         if not cg.is_dir():
             continue
         try:
-            for p in (cg / "cgroup.procs").read_text().split():
+            procs = (cg / "cgroup.procs").read_text().split()
+            if any(signals.alive(int(p)) and int(p) != pid for p in procs):
+                continue  # not the runtime's: left alone
+            for p in procs:
                 (parent / "cgroup.procs").write_text(p)
             cg.rmdir()
             removed.append(str(cg))
@@ -211,8 +250,10 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
     (the keys `tierlab list keys` shows as read by runtime);
     write the three tables into folder `out` (default: the spec's `out`);
     return the cache_run row as a dict. progress(done, total) gets queries
-    done of all cores. Ctrl-C stops the child, writes what was measured
-    (params.partial = true) and re-raises."""
+    done of all cores. Ctrl-C (SIGINT, and SIGTERM or SIGHUP under
+    tierlab.core.signals.handled) stops the child, writes what was measured
+    (params.partial = true; the three tables, or none) and re-raises. What
+    killed runs left is removed first (_leftovers) and reported on stderr."""
     from tierlab.engine.index import postings_bytes, read_manifest
     from tierlab.engine.query import machine
     from tierlab.engine.workload import read_queries
@@ -229,54 +270,111 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise TierlabError(f"out: cannot create {out} ({e.strerror})") from None
-    raw = out / f".raw-{uuid.uuid4().hex[:12]}"
+    removed, kept = _leftovers(index, out, spec, results)
+    signals.report(removed)
+    for p in kept:
+        print(f"tierlab: {p}: left by an earlier run (no pid in its name); remove it if no "
+              f"run writes into {out}", file=sys.stderr)
+    raw = out / f".raw-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     cmd = command(spec, index, workload, raw, cache, hits=results is not None)
     dev_spec = _device(spec["device"])[1]
     raw.mkdir()
-
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    interrupted = False
+    try:
+        rc, errs, pid, stop = _follow(cmd, progress)
+        if rc not in (0, 130):
+            left = _cleanup_child(pid, index)
+            if stop is not None:  # stopped, and killed when it did not stop in time
+                signals.report(left, f"the runtime (pid {pid}), killed as it did not stop")
+                raise stop
+            msg = "".join(errs).strip().splitlines()
+            why = msg[-1].removeprefix("tierlab-kernels apcache: ") if msg else f"exit status {rc}"
+            if rc < 0:
+                why = f"the runtime was killed by signal {-rc}" + (f" ({why})" if msg else "")
+                if rc == -signal.SIGKILL and spec["memory_limit"] and spec["device"] == specs.REAL:
+                    why += ("; in its memory cgroup the kernel may have killed it for lack of "
+                            "memory: try a larger cache or memory_limit false")
+            raise TierlabError(f"apcache run failed: {why}"
+                               + (f"; removed what it left: {', '.join(left)}" if left else ""))
+        # the tables of a run stopped by a signal too (params.partial), all three or none
+        with signals.held():
+            row = _commit(raw, out, results, spec=spec, cache=cache, index=index,
+                          workload=workload, manifest=manifest, meta=meta, dev_spec=dev_spec,
+                          started=started, machine=machine())
+    finally:
+        with signals.held():
+            shutil.rmtree(raw, ignore_errors=True)
+    if stop is not None:
+        raise stop
+    return row
+
+
+def _follow(cmd: list[str], progress):
+    """Run the runtime and follow its progress lines. A signal that stops
+    this process (SIGINT, SIGTERM, SIGHUP: tierlab.core.signals) is passed
+    on: the runtime stops and writes what it measured. Returns (exit status,
+    stderr lines, the child's pid, the KeyboardInterrupt caught or None)."""
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)  # Ctrl-C is forwarded below, once
+                             env=signals.child_env(),
+                             start_new_session=True)  # a terminal's Ctrl-C is passed on below
     errs: list[str] = []
     drain = threading.Thread(target=lambda: errs.extend(child.stderr), daemon=True)
     drain.start()
+    stop = None
     try:
-        for line in child.stdout:
-            parts = line.split()
-            if progress and len(parts) == 3 and parts[0] == "progress":
-                progress(int(parts[1]), int(parts[2]))
-        child.wait()
-    except KeyboardInterrupt:  # stop the child; it writes what it measured
-        interrupted = True
-        while child.poll() is None:
-            child.send_signal(signal.SIGINT)
-            try:
-                child.wait()
-            except KeyboardInterrupt:
-                pass
+        try:
+            for line in child.stdout:
+                parts = line.split()
+                if progress and len(parts) == 3 and parts[0] == "progress":
+                    progress(int(parts[1]), int(parts[2]))
+            child.wait()
+        except KeyboardInterrupt as e:
+            stop = e
+            with signals.held():
+                # its progress lines must not fill the pipe while it stops
+                threading.Thread(target=_discard, args=(child.stdout,), daemon=True).start()
+                signals.stop([child], signals.signum(e), timeout=STOP_SECONDS)
+    finally:  # whatever went wrong here, the runtime does not run on alone
+        if child.poll() is None:
+            with signals.held():
+                signals.stop([child], signal.SIGTERM, timeout=STOP_SECONDS)
     drain.join(timeout=5)
-    rc = child.returncode
-    if rc not in (0, 130):
-        left = _cleanup_child(child.pid, index)
-        shutil.rmtree(raw, ignore_errors=True)
-        msg = "".join(errs).strip().splitlines()
-        why = msg[-1].removeprefix("tierlab-kernels apcache: ") if msg else f"exit status {rc}"
-        if rc < 0:
-            why = f"the runtime was killed by signal {-rc}" + (f" ({why})" if msg else "")
-            if rc == -signal.SIGKILL and spec["memory_limit"] and spec["device"] == specs.REAL:
-                why += ("; in its memory cgroup the kernel may have killed it for lack of "
-                        "memory: try a larger cache or memory_limit false")
-        raise TierlabError(f"apcache run failed: {why}"
-                           + (f"; removed what it left: {', '.join(left)}" if left else ""))
+    return child.returncode, errs, child.pid, stop
+
+
+def _discard(f) -> None:
     try:
-        row = _tables(raw, out, spec=spec, cache=cache, index=index, workload=workload,
-                      manifest=manifest, meta=meta, dev_spec=dev_spec, started=started,
-                      machine=machine(), results=results)
-    finally:
-        shutil.rmtree(raw, ignore_errors=True)
-    if interrupted:
-        raise KeyboardInterrupt
+        for _ in f:
+            pass
+    except (OSError, ValueError):
+        pass
+
+
+# How long a runtime asked to stop may take to write what it measured and leave its
+# cgroup before it is killed (and what it left removed).
+STOP_SECONDS = 30.0
+
+
+def _commit(raw: Path, out: Path, results, **kw) -> dict:
+    """The tables (and --results) of a run from its raw files, written next to
+    their final names, then renamed into place (call it inside signals.held())."""
+    stage = raw / "tables"
+    stage.mkdir(exist_ok=True)
+    row = _tables(raw, stage, **kw)
+    moves = [(stage / f"{name}.parquet", out / f"{name}.parquet") for name in TABLES]
+    tmp = None
+    if results is not None and (raw / "hits.tsv").exists():
+        dst = Path(results)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+        try:
+            shutil.copyfile(raw / "hits.tsv", tmp)
+            moves.append((tmp, dst))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    for a, b in moves:
+        os.replace(a, b)
     return row
 
 
@@ -285,7 +383,7 @@ def _read_tsv(path: Path) -> pd.DataFrame:
 
 
 def _tables(raw: Path, out: Path, *, spec, cache, index, workload, manifest, meta, dev_spec,
-            started, machine, results) -> dict:
+            started, machine) -> dict:
     from tierlab.traces.schema import write_table
 
     s = json.loads((raw / "summary.json").read_text())
@@ -348,9 +446,5 @@ def _tables(raw: Path, out: Path, *, spec, cache, index, workload, manifest, met
           "cache_used_bytes": t["cache_used_bytes"].tolist(),
           "storage_bytes_read": t["storage_bytes_read"].tolist()}
     write_table("cache_timeline", tt, out / "cache_timeline.parquet")
-    if results is not None and (raw / "hits.tsv").exists():
-        dst = Path(results)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(raw / "hits.tsv", dst)
     row["params"] = params
     return row

@@ -16,6 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "tierlab.h"
 
@@ -42,8 +46,10 @@ static int tl_usage(FILE *to) {
             "  apcache    run the APCache runtime. The flags are the run-spec keys with dashes\n"
             "             (summary.json uses the keys); the device_* ones are a storage spec's\n"
             "             numbers, and --device-read-bandwidth-bytes-per-s makes the device\n"
-            "             emulated. Prints `progress DONE TOTAL` lines; SIGINT/SIGTERM stop it\n"
-            "             with the results so far (exit 130). Exit 2 on bad arguments.\n"
+            "             emulated. Prints `progress DONE TOTAL` lines; SIGINT/SIGTERM/SIGHUP\n"
+            "             stop it with the results so far (exit 130), and so does the death\n"
+            "             of the process named by TIERLAB_PARENT_PID (its parent, when set).\n"
+            "             Exit 2 on bad arguments.\n"
             "  read-probe time READS reads of RUN_BYTES at random offsets of FILE as the\n"
             "             runtime reads a real-device miss, page cache capped at CAP_BYTES\n"
             "             (0: none); prints ns per read, then `how ...`\n",
@@ -123,6 +129,20 @@ static volatile sig_atomic_t tl_interrupted;
 static void tl_on_signal(int sig) {
     (void)sig;
     tl_interrupted = 1;
+}
+
+/* The runtime must not outlive the process that drives it (`tierlab apcache
+ * run`, which may be SIGKILLed): with TIERLAB_PARENT_PID set, the kernel
+ * sends SIGTERM when the parent dies (the handler stops the run as Ctrl-C
+ * does, so the cgroup and the shard copies are removed), and a parent that
+ * died before the request is caught by comparing the pid. */
+static void tl_stop_with_parent(void) {
+    const char *want = getenv("TIERLAB_PARENT_PID");
+    if (!want || !*want) return;
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+    if ((long)getppid() != strtol(want, NULL, 10)) tl_interrupted = 1;
 }
 
 static int tl_progress_line(void *ctx, uint64_t done, uint64_t total) {
@@ -268,6 +288,12 @@ static int tl_cmd_apcache(int argc, char **argv) {
     sa.sa_handler = tl_on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    /* A parent that is gone closed the pipes: progress lines then fail with
+     * EPIPE instead of killing the runtime before it removed its cgroup and
+     * shard copies. */
+    signal(SIGPIPE, SIG_IGN);
+    tl_stop_with_parent();
     char err[TIERLAB_ERRMSG];
     int rc = tierlab_apcache_run(argv[2], argv[3], &p, argv[4], tl_progress_line, NULL, err,
                                  sizeof err);

@@ -272,7 +272,7 @@ int tierlab_index_build(const char *corpus_path, const char *out_dir,
         tl_tx_params tp = {o.tmp, codec, p.block_size, p.doc_bytes, g.docs, budget, s.build_id};
         tl_tx_result r;
         memset(&r, 0, sizeof r);
-        rc = tl_transform(&tp, &g, &r, err, errlen);
+        rc = tl_transform(&tp, &g, &r, progress, ctx, g.corpus_bytes, err, errlen);
         s.terms = r.terms;
         s.postings = r.postings;
         s.blocks = r.blocks;
@@ -288,6 +288,10 @@ int tierlab_index_build(const char *corpus_path, const char *out_dir,
     }
     s.transform_seconds = tl_now() - t1;
     if (!rc) rc = tl_write_manifest(o.tmp, corpus_path, "corpus", &p, codec, budget, &s, err, errlen);
+    /* A last chance to cancel right before the commit point: a build asked to
+     * stop during the fsyncs above commits nothing. */
+    if (!rc && progress && progress(ctx, g.corpus_bytes, g.corpus_bytes))
+        rc = tl_err(err, errlen, TIERLAB_ECANCELED, "build cancelled");
     rc = tl_commit(&o, rc, err, errlen);
     if (stats) *stats = s;
     return rc;

@@ -136,8 +136,12 @@ int tl_tx_finish(tl_tx *x, tl_tx_result *res);
 /* Close everything without finishing (idempotent). */
 void tl_tx_abort(tl_tx *x);
 
-/* Sorted table or runs -> the four files. */
-int tl_transform(const tl_tx_params *p, tl_ingest *g, tl_tx_result *res, char *err,
+/* Sorted table or runs -> the four files. `progress` (may be NULL) is called
+ * with (done, done) every TL_TX_PROGRESS_TERMS terms, a chance to cancel
+ * (TIERLAB_ECANCELED) during the merge as well as during the ingest. */
+#define TL_TX_PROGRESS_TERMS 4096u
+int tl_transform(const tl_tx_params *p, tl_ingest *g, tl_tx_result *res,
+                 tierlab_progress_fn progress, void *ctx, uint64_t done, char *err,
                  size_t errlen);
 
 #endif

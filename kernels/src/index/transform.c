@@ -321,7 +321,8 @@ void tl_tx_abort(tl_tx *x) {
     x->last_term = NULL;
 }
 
-int tl_transform(const tl_tx_params *p, tl_ingest *g, tl_tx_result *res, char *err,
+int tl_transform(const tl_tx_params *p, tl_ingest *g, tl_tx_result *res,
+                 tierlab_progress_fn progress, void *ctx, uint64_t done, char *err,
                  size_t errlen) {
     tl_tx x;
     uint32_t nsrc = g->nruns ? g->nruns : 1;
@@ -365,7 +366,15 @@ int tl_transform(const tl_tx_params *p, tl_ingest *g, tl_tx_result *res, char *e
 
     /* Merge: all sources holding the smallest term, in run order. */
     uint32_t dids[256], freqs[256];
+    uint32_t since = 0; /* terms since the last progress call */
     while (nheap && !rc) {
+        if (progress && ++since == TL_TX_PROGRESS_TERMS) {
+            since = 0;
+            if (progress(ctx, done, done)) {
+                rc = tl_err(err, errlen, TIERLAB_ECANCELED, "build cancelled");
+                break;
+            }
+        }
         size_t ng = 0;
         uint64_t count = 0;
         tl_src *top = heap[0];

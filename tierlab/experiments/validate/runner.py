@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from tierlab.core import runspec
+from tierlab.core import runspec, signals
 from tierlab.core.errors import TierlabError
 from tierlab.engine.index import postings_bytes
 from tierlab.experiments.validate.device_probe import (
@@ -76,6 +76,10 @@ def _model_doc(row: Row, cache: int, index: Path, workload: Path, costs_path: Pa
     if v["config"].endswith("prefetch"):  # which steady state a run settles in is chance
         doc["check_bistable"] = True
     return doc
+
+
+# ROW/.measured.tmp-<pid>[.<run>[.cpu]] and ROW/.model.tmp-<pid>: a row's temporaries
+TMP = r"\.(?:measured|model)\.tmp-(?P<pid>\d+)(?:\.\d+(?:\.cpu)?)?"
 
 
 def _swap_in(tmp: Path, final: Path) -> None:
@@ -227,6 +231,8 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
                                             "workload": row.workload}, indent=1, default=str)
                                 + "\n")
     cache = cache_bytes(row, index_bytes)
+    # the temporaries of a validate killed by SIGKILL (tierlab.core.signals)
+    signals.report(signals.remove_stale(d, TMP), "a killed validate")
     if not (d / "measured" / "cache_run.parquet").exists():
         tmp = d / f".measured.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)

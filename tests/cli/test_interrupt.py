@@ -1,0 +1,432 @@
+"""Interrupted runs leave nothing behind (issue 19; tierlab.core.signals).
+
+Real commands on tiny inputs are started as subprocesses (own session, the
+three signals at their defaults), stopped at a seeded random moment of their
+run, and checked: no process of the run remains, no cgroup, no temporary;
+outputs are all or nothing; exit status 128 + the signal. SIGINT goes to the
+process group (as a terminal's Ctrl-C), SIGTERM and SIGHUP to the command's
+process (as `kill PID`). After SIGKILL, the next run of the same command
+removes what the killed one left (and reports it), never what a live run
+owns."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tierlab.cli import main
+from tiny_inputs import SMALL_MODEL_SPEC, corpus_and_index
+
+REPO = Path(__file__).resolve().parents[2]
+INT, TERM, HUP, KILL = signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL
+TABLES = ("cache_run", "cache_query", "cache_timeline")
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+def _procs() -> dict[int, tuple[int, str, str]]:
+    """pid -> (ppid, start time, comm) of every process."""
+    out = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        if rest[0] == "Z":  # a zombie is gone (this container's pid 1 does not reap)
+            continue
+        out[int(p.name)] = (int(rest[1]), rest[19], stat[stat.index("(") + 1:stat.rindex(")")])
+    return out
+
+
+RUNS: list["Run"] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_strays():
+    """Whatever a failing case left running is killed after the test."""
+    yield
+    procs = _procs()
+    for run in RUNS:
+        for pid, start in [(run.p.pid, None), *((k, v[0]) for k, v in run.seen.items())]:
+            if pid in procs and (start is None or procs[pid][1] == start):
+                try:
+                    os.kill(pid, KILL)
+                except OSError:
+                    pass
+        run.p.poll()
+    RUNS.clear()
+
+
+class Run:
+    """A tierlab command started in its own session, its descendants recorded
+    while it runs."""
+
+    def __init__(self, *args: str):
+        def defaults():  # a background job may have inherited them ignored
+            for s in (INT, TERM, HUP):
+                signal.signal(s, signal.SIG_DFL)
+
+        self.args = args
+        self.p = subprocess.Popen([sys.executable, "-m", "tierlab", *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(REPO)},
+                                  start_new_session=True, preexec_fn=defaults)
+        self.seen: dict[int, tuple[str, str]] = {}  # pid -> (start time, comm)
+        RUNS.append(self)
+
+    def look(self, procs=None) -> dict[int, tuple[str, str]]:
+        procs = _procs() if procs is None else procs
+        kids = {self.p.pid}
+        grew = True
+        while grew:
+            new = {pid for pid, (pp, _, _) in procs.items() if pp in kids} - kids
+            kids |= new
+            grew = bool(new)
+        for pid in kids:
+            if pid in procs and pid != self.p.pid:
+                self.seen[pid] = procs[pid][1:]
+        return self.seen
+
+    def child(self, comm: str) -> int | None:
+        """A descendant seen so far whose name starts with comm."""
+        return next((pid for pid, (_, c) in self.seen.items() if c.startswith(comm)), None)
+
+    def send(self, sig: int) -> None:
+        self.look()
+        if sig == INT:  # a terminal's Ctrl-C: the foreground process group
+            os.killpg(self.p.pid, sig)
+        else:
+            os.kill(self.p.pid, sig)
+
+    def finish(self, timeout: float = 20.0) -> tuple[int, str]:
+        _, err = self.p.communicate(timeout=timeout)
+        return self.p.returncode, err
+
+    def assert_gone(self, timeout: float = 10.0) -> None:
+        """No process of the run remains: its process group and every
+        descendant recorded while it ran."""
+        deadline = time.monotonic() + timeout
+        while True:
+            procs = _procs()
+            left = [f"{pid} {comm}" for pid, (start, comm) in self.seen.items()
+                    if pid in procs and procs[pid][1] == start]
+            group = [pid for pid in procs if _pgid(pid) == self.p.pid]
+            if not left and not group:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still running: {left} (process group: {group})")
+            time.sleep(0.02)
+
+
+def drive(plan, timeout: float = 60.0) -> dict:
+    """Runs at once: plan = [(run, ready(run), delay, signal)]; once ready(run)
+    holds, wait `delay` s more and send the signal (a callable: the signal it
+    returns after doing its part). Returns {run: whether it was still running
+    when its moment came}."""
+    when: dict = {}
+    sent: dict = {}
+    todo = list(plan)
+    deadline = time.monotonic() + timeout
+    while todo:
+        assert time.monotonic() < deadline, "timed out"
+        procs = _procs()
+        for item in list(todo):
+            run, ready, delay, sig = item
+            run.look(procs)
+            if run not in when:
+                if ready(run):
+                    when[run] = time.monotonic() + delay
+                elif run.p.poll() is not None:
+                    sent[run] = False
+                    todo.remove(item)
+                continue
+            if time.monotonic() >= when[run]:
+                sent[run] = run.p.poll() is None
+                if callable(sig) and sent[run]:
+                    sig = sig(run)
+                if sig is not None and sent[run]:
+                    run.send(sig)
+                todo.remove(item)
+        time.sleep(0.005)
+    return sent
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+@pytest.fixture(scope="module")
+def live():
+    """A process that lives through a test: its pid names a run still going."""
+    p = subprocess.Popen(["sleep", "300"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture
+def rng(request):
+    """The moments of a test: seeded by its name, so a failure can be rerun."""
+    return random.Random(f"issue-19 {request.node.name}")
+
+
+class Checks:
+    """Checks of several cases, each reported (`with check(name): ...`), all
+    failures at the end (check.done())."""
+
+    def __init__(self):
+        self.failed: list[str] = []
+
+    @contextmanager
+    def __call__(self, name: str):
+        try:
+            yield
+        except (AssertionError, subprocess.TimeoutExpired) as e:
+            self.failed.append(f"{name}: {str(e).strip()}")
+
+    def done(self) -> None:
+        assert not self.failed, "\n".join(self.failed)
+
+
+def _status(sig: int, rc: int, err: str) -> None:
+    assert rc == 128 + sig, err
+    assert "Traceback" not in err, err
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """A 20,000-document corpus and its index (a build of ~0.5 s), a workload
+    that keeps the runtime busy for about a second, a short one, a sweep grid."""
+    d = corpus_and_index(tmp_path_factory.mktemp("interrupt"), docs=20000)
+    assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", "H",
+                 "--type", "single", "--queries", "100", "--seed", "1", "--quiet",
+                 "--out", str(d / "short.queries")]) == 0
+    lines = (d / "short.queries").read_text().splitlines()
+    (d / "long.queries").write_text("\n".join(lines * 40) + "\n")
+    grid = dict(SMALL_MODEL_SPEC, cache_fraction=[0.05, 0.1, 0.2, 0.3], workers=2)
+    (d / "grid.yaml").write_text(json.dumps(grid))  # JSON is YAML
+    return d
+
+
+# --- tierlab apcache run --device real -----------------------------------------------------------
+
+def _apcache(d: Path, out: Path, workload: str, *extra: str) -> list[str]:
+    return ["apcache", "run", "--index", str(d / "idx"), "--workload", str(d / workload),
+            "--device", "real", "--config", "base", "--cache-bytes", "1MiB", "--cores", "2",
+            "--out", str(out), "--quiet", *extra]
+
+
+def _cgroups(pid: int) -> list[Path]:
+    from tierlab.runtime.apcache import _cgroup_parents
+
+    return [p / f"tierlab-{pid}" for p in _cgroup_parents() if (p / f"tierlab-{pid}").exists()]
+
+
+def test_apcache_run_stopped_or_killed(inputs, tmp_path, rng, live):
+    """Five runs at once, each stopped by one signal while its runtime runs.
+    SIGINT, SIGTERM, SIGHUP: the runtime gets the signal, writes what it
+    measured, and all three tables are written (params.partial) or none.
+    SIGKILL of the command: its runtime stops (the kernel's parent-death
+    signal) and removes its cgroup and shard copies; OUT/.raw-PID-* stays.
+    SIGKILL of both (the OOM killer, `kill -9` of everything): the cgroup
+    and the shard copies stay too. The next runs remove it all, never what
+    a live run owns."""
+    d, check = inputs, Checks()
+    cases = {"SIGINT": INT, "SIGTERM": TERM, "SIGHUP": HUP, "SIGKILL": KILL,
+             "SIGKILL+runtime": KILL}
+    outs = {name: tmp_path / name for name in cases}
+    runs = {name: Run(*_apcache(d, out, "long.queries")) for name, out in outs.items()}
+
+    def kill_runtime_too(run):
+        os.kill(run.child("tierlab-kernel"), KILL)
+        return KILL
+
+    def running(run):  # the runtime (~0.6 s alone) made its cgroup, then its shard copy
+        runtime = run.child("tierlab-kernel")
+        return runtime and list(d.glob(f".tierlab-shard-{runtime}-*"))
+
+    sent = drive([(run, running, rng.uniform(0.0, 0.3),
+                   kill_runtime_too if name == "SIGKILL+runtime" else cases[name])
+                  for name, run in runs.items()])
+    left = {}
+    for name, run in runs.items():
+        sig = cases[name]
+        with check(name):
+            rc, err = run.finish()
+            assert sent[run], err
+            if sig == KILL:
+                assert rc == -KILL
+            else:
+                _status(sig, rc, err)
+            run.assert_gone()
+            runtime = run.child("tierlab-kernel")
+            copies = list(d.glob(f".tierlab-shard-{runtime}-*")) + _cgroups(runtime)
+            got = sorted(p.name for p in outs[name].iterdir())
+            if sig != KILL:
+                assert copies == []
+                assert got in ([], sorted(f"{t}.parquet" for t in TABLES)), got  # all or none
+                continue
+            assert [n.split("-")[:2] for n in got] == [[".raw", str(run.p.pid)]], got
+            if name == "SIGKILL":
+                assert copies == []
+            else:  # the runtime killed while it ran: its shard copy and cgroup stay
+                assert sorted(p.name.split("-")[0] for p in copies) == [".tierlab", "tierlab"]
+            left[name] = copies + list(outs[name].iterdir())
+
+    with check("SIGKILL, next runs"):  # at once, a live run's folder in one of them
+        alive = outs["SIGKILL"] / f".raw-{live}-0123abcd"
+        alive.mkdir()
+        nexts = {name: Run(*_apcache(d, outs[name], "short.queries")) for name in left}
+        errs = ""
+        for name, run in nexts.items():
+            rc, err = run.finish()
+            assert rc == 0, err
+            errs += err
+            assert sorted(p.name for p in outs[name].iterdir()) == sorted(
+                [f"{t}.parquet" for t in TABLES] + ([alive.name] if name == "SIGKILL" else []))
+        for p in [p for ps in left.values() for p in ps]:  # shard copies, cgroups: either run's
+            assert not p.exists() and f"removed {p}" in errs, errs
+    check.done()
+
+
+# --- tierlab index build -----------------------------------------------------------------------
+
+def _build(d: Path, out: Path) -> list[str]:
+    return ["index", "build", str(d / "c.txt"), "--codec", "pfor-delta256", "--memory-budget",
+            "1MB", "--quiet", "--out", str(out)]
+
+
+def _tmp_dirs(out: Path) -> list[Path]:
+    return sorted(out.parent.glob(f"{out.name}.*"))
+
+
+def test_index_build_stopped_or_killed(inputs, tmp_path, rng, live):
+    """SIGINT, SIGTERM, SIGHUP in the transform (dict.pool.tmp exists; it
+    used to run on to the commit): cancelled, nothing committed, nothing
+    left. SIGKILL: OUT.tmp-PID stays, and the next build removes it (not
+    the one of a build still going)."""
+    d, check = inputs, Checks()
+    outs = {sig: tmp_path / signal.Signals(sig).name for sig in (INT, TERM, HUP, KILL)}
+    runs = {sig: Run(*_build(d, out)) for sig, out in outs.items()}
+
+    def transform(out):
+        return lambda r: list(out.parent.glob(f"{out.name}.tmp-*/dict.pool.tmp"))
+
+    def started(out):
+        return lambda r: list(out.parent.glob(f"{out.name}.tmp-*"))
+
+    sent = drive([(run, transform(outs[sig]), rng.uniform(0.0, 0.05), sig) if sig != KILL else
+                  (run, started(outs[sig]), rng.uniform(0.0, 0.4), sig)
+                  for sig, run in runs.items()])  # a transform takes ~0.3 s
+    for sig, run in runs.items():
+        with check(signal.Signals(sig).name):
+            rc, err = run.finish()
+            assert sent[run], err
+            run.assert_gone()
+            if sig == KILL:
+                assert rc == -KILL
+            else:
+                _status(sig, rc, err)
+                assert not outs[sig].exists(), "committed"
+                assert _tmp_dirs(outs[sig]) == []
+    with check("SIGKILL, next build"):
+        out, pid = outs[KILL], runs[KILL].p.pid
+        left = _tmp_dirs(out)
+        assert [p.name for p in left] == [f"{out.name}.tmp-{pid}"] or out.exists()
+        (tmp_path / f"{out.name}.tmp-{live}").mkdir()  # a build still going: never touched
+        rc, err = Run(*_build(d, out), "--force").finish()
+        assert rc == 0, err
+        assert [p.name for p in _tmp_dirs(out)] == [f"{out.name}.tmp-{live}"]
+        for p in left:
+            assert f"removed {p}" in err, err
+        assert (out / "manifest.json").exists()
+    check.done()
+
+
+# --- tierlab model sweep -----------------------------------------------------------------------
+
+def _cells(out: Path) -> tuple[list[str], list[str]]:
+    """(finished cells, temporaries) of a sweep folder."""
+    cells = out / "cells"
+    names = sorted(p.name for p in cells.iterdir()) if cells.is_dir() else []
+    return [n for n in names if not n.startswith(".")], [n for n in names if n.startswith(".")]
+
+
+def _sweep_ok(out: Path) -> list[str]:
+    """Every finished cell is whole, and the merged table holds exactly them;
+    returns the temporaries."""
+    from tierlab.traces.schema import read_table
+
+    done, tmps = _cells(out)
+    for cid in done:
+        assert {f"{t}.parquet" for t in TABLES} <= {p.name for p in (out / "cells" / cid).iterdir()}
+    if (out / "cache_run.parquet").exists():
+        ids = read_table(out / "cache_run.parquet")[1]["params"].map(
+            lambda p: json.loads(p)["cell_id"])
+        assert sorted(ids) == done
+    return tmps
+
+
+def test_model_sweep_stopped_or_killed(inputs, tmp_path, rng, live):
+    """SIGINT, SIGTERM, SIGHUP: the pool's workers get the signal, remove
+    their cell's temporary and exit; finished cells are kept and merged.
+    SIGKILL of the sweep: its workers get SIGTERM from the kernel (not
+    orphaned) and do the same; a worker killed too leaves
+    `.<cell>.tmp-<pid>`, which the next sweep removes."""
+    check = Checks()
+    outs = {sig: tmp_path / signal.Signals(sig).name for sig in (INT, TERM, HUP, KILL)}
+
+    def args(out):
+        return ("model", "sweep", str(inputs / "grid.yaml"), "--out", str(out), "--no-progress")
+
+    runs = {sig: Run(*args(out)) for sig, out in outs.items()}
+    # the pool's workers run: 4 cells of ~0.7 s on 2 workers
+    sent = drive([(run, lambda r: len(r.seen) >= 2, rng.uniform(0.1, 0.8), sig)
+                  for sig, run in runs.items()])
+    for sig, run in runs.items():
+        with check(signal.Signals(sig).name):
+            rc, err = run.finish()
+            run.assert_gone()
+            if not sent[run]:  # it ended first: this machine was faster than expected
+                assert rc == 0 and len(_cells(outs[sig])[0]) == 4, err
+            elif sig == KILL:
+                assert rc == -KILL
+            else:
+                _status(sig, rc, err)
+            assert _sweep_ok(outs[sig]) == []
+    with check("SIGKILL, next sweep"):
+        out = outs[KILL]
+        dead = out / "cells" / f".00112233aabbccdd.tmp-{_dead_pid()}"  # as a killed worker leaves
+        alive = out / "cells" / f".44556677aabbccdd.tmp-{live}"
+        for p in (dead, alive):
+            p.mkdir(parents=True, exist_ok=True)
+            (p / "cache_run.parquet").write_bytes(b"half")
+        rc, err = Run(*args(out)).finish()
+        assert rc == 0, err
+        assert _sweep_ok(out) == [alive.name]
+        assert len(_cells(out)[0]) == 4
+        assert f"removed {dead}" in err, err
+    check.done()
