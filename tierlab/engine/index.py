@@ -309,10 +309,18 @@ class Index:
         df.insert(0, "term", self.terms())
         return df
 
+    def kept(self, k: int) -> int:
+        """The hits a query with `k` can have: k, at most the index's
+        documents. Buffers are sized by it, so a huge k (up to 2^32 - 1)
+        costs no more memory than the index has documents; the hits are the
+        same."""
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 0xFFFFFFFF:
+            raise TierlabError(f"k: a whole number 1 .. 4294967295, got {k!r}")
+        return min(k, max(1, int(self.info["docs"])))
+
     def _context(self, k: int):
         _, lib = _native()
-        if k < 1:
-            raise TierlabError(f"k must be >= 1, not {k}")
+        k = self.kept(k)
         if k not in self._ctx:
             ctx = lib.tierlab_query_ctx_new(self._ix, k)
             if ctx == _native()[0].NULL:
@@ -332,6 +340,7 @@ class Index:
         keep = [ffi.new("char[]", t) for t in terms]
         ptrs = ffi.new("char *[]", keep)
         lens = ffi.new("uint32_t[]", [len(t) for t in terms])
+        k = self.kept(k)
         hits = ffi.new("tierlab_hit[]", k)
         st = ffi.new("tierlab_query_stats *")
         ctx = self._context(k)
@@ -343,9 +352,10 @@ class Index:
     def run_batch(self, queries, k: int = 1024, want_hits: bool = False):
         """Run queries (sequences of terms) back to back in C. Returns
         (stats: structured numpy array, one row per query; wall_ns of the loop;
-        hits: (n, k) array of (did, score) records or None; nhits or None)."""
+        hits: (n, kept(k)) array of (did, score) records or None; nhits or None)."""
         self._check_open()
         ffi, lib = _native()
+        k = self.kept(k)
         n = len(queries)
         enc = [[t.encode() if isinstance(t, str) else t for t in q] for q in queries]
         for i, q in enumerate(enc):

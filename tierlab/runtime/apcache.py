@@ -223,15 +223,22 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
     queries = read_queries(workload)
     meta = _workload_meta(workload, queries)
     cache = spec.cache_size(postings_bytes(index))
-    if results is not None and Path(results).is_dir():
-        raise TierlabError(f"--results {results}: is a directory")
+    from tierlab.core.values import output_dir, output_file
+
+    output_dir(out, "out")
+    for name in TABLES:
+        output_file(out / f"{name}.parquet", "out")
+    if results is not None:
+        output_file(results, "--results")
+    raw = out / f".raw-{uuid.uuid4().hex[:12]}"
+    cmd = command(spec, index, workload, raw, cache, hits=results is not None)
+    dev_spec = _device(spec["device"])[1]
+    # the folders this run creates: removed again when the runtime refuses or fails
+    created = [p for p in (out, *out.parents) if not p.exists()]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise TierlabError(f"out: cannot create {out} ({e.strerror})") from None
-    raw = out / f".raw-{uuid.uuid4().hex[:12]}"
-    cmd = command(spec, index, workload, raw, cache, hits=results is not None)
-    dev_spec = _device(spec["device"])[1]
     raw.mkdir()
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -260,6 +267,11 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
     if rc not in (0, 130):
         left = _cleanup_child(child.pid, index)
         shutil.rmtree(raw, ignore_errors=True)
+        for folder in created:  # deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         msg = "".join(errs).strip().splitlines()
         why = msg[-1].removeprefix("tierlab-kernels apcache: ") if msg else f"exit status {rc}"
         if rc < 0:
