@@ -201,6 +201,16 @@ def force_scalar(on: bool) -> None:
     lib.tierlab_force_scalar(1 if on else 0)
 
 
+def cstr(text: str, what: str) -> bytes:
+    """Text for a C string argument (a name, a term, a placement): UTF-8,
+    or a TierlabError naming `what` (a command line that is not UTF-8 comes
+    to Python with surrogates). Paths go through os.fsencode instead."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TierlabError(f"{what} {text!r}: not UTF-8 text") from None
+
+
 # --- resource guards (tierlab.h "Resource guards") ----------------------------------
 
 def memory_room() -> tuple[int, str]:

@@ -37,6 +37,9 @@ def read_yaml(path: str | os.PathLike):
         return yaml.safe_load(path.read_text())
     except OSError as e:
         raise TierlabError(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise TierlabError(f"{path}: not UTF-8 text (byte {e.start}); a YAML file is "
+                           "text") from None
     except yaml.YAMLError as e:
         raise TierlabError(f"{path}: not valid YAML ({e})") from None
 

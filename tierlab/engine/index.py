@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from tierlab.core.errors import TierlabError
+from tierlab.core.native import cstr
 
 FILES = ("dict.bin", "skip.bin", "dids.bin", "freqs.bin")
 KEYS = ("dict", "skip", "did", "freq")  # names used in placements
@@ -97,18 +98,23 @@ def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
     from tierlab.core.native import codec as find_codec
     from tierlab.core.native import progress_callback
     find_codec(codec)  # a clear error listing the known codecs
+    if not 1 <= doc_bytes <= lib.TIERLAB_INDEX_DOC_BYTES_MAX:
+        raise TierlabError(f"doc_bytes: 1 .. {lib.TIERLAB_INDEX_DOC_BYTES_MAX}, got {doc_bytes}")
+    budget = 0 if memory_budget is None else parse_bytes(memory_budget)
+    if budget >= 2**64:
+        raise TierlabError(f"memory budget: at most 2^64 - 1 bytes, got {budget}")
     p = ffi.new("tierlab_build_params *")
     lib.tierlab_build_params_default(p)
-    cname = ffi.new("char[]", codec.encode())
+    cname = ffi.new("char[]", cstr(codec, "codec"))
     p.codec = cname
     p.block_size = block_size
     p.doc_bytes = doc_bytes
-    p.memory_budget_bytes = 0 if memory_budget is None else parse_bytes(memory_budget)
+    p.memory_budget_bytes = budget
     p.overwrite = 1 if overwrite else 0
     st = ffi.new("tierlab_build_stats *")
     err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
     with progress_callback(progress or (lambda done, total: False)) as cb:
-        rc = lib.tierlab_index_build(str(corpus).encode(), str(out).encode(), p, cb, ffi.NULL,
+        rc = lib.tierlab_index_build(os.fsencode(corpus), os.fsencode(out), p, cb, ffi.NULL,
                                      st, err, lib.TIERLAB_ERRMSG)
     if rc != 0:
         raise TierlabError(ffi.string(err).decode(errors="replace") or _ERRORS.get(rc, str(rc)))
@@ -134,7 +140,7 @@ def dontneed(index: str | os.PathLike) -> None:
     """posix_fadvise(DONTNEED) on every index file (no root needed)."""
     _, lib = _native()
     for f in FILES:
-        if lib.tierlab_file_dontneed(str(Path(index) / f).encode()) != 0:
+        if lib.tierlab_file_dontneed(os.fsencode(Path(index) / f)) != 0:
             raise TierlabError(f"posix_fadvise(DONTNEED) failed on {Path(index) / f}")
 
 
@@ -144,7 +150,7 @@ def resident_bytes(index: str | os.PathLike) -> dict[str, int]:
     out = {}
     for f in FILES:
         res, tot = ffi.new("uint64_t *"), ffi.new("uint64_t *")
-        if lib.tierlab_file_resident(str(Path(index) / f).encode(), res, tot) == 0:
+        if lib.tierlab_file_resident(os.fsencode(Path(index) / f), res, tot) == 0:
             out[f] = int(res[0])
     return out
 
@@ -182,7 +188,7 @@ class Index:
                 raise TierlabError(f"{p}: {p.stat().st_size} bytes, the manifest says {want}")
         out = ffi.new("tierlab_index **")
         err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
-        rc = lib.tierlab_index_open(str(path).encode(), (placement or "").encode(), out, err,
+        rc = lib.tierlab_index_open(os.fsencode(path), cstr(placement or "", "placement"), out, err,
                                     lib.TIERLAB_ERRMSG)
         if rc != 0:
             raise TierlabError(ffi.string(err).decode(errors="replace"))
@@ -239,7 +245,7 @@ class Index:
         """Posting count of a term, None if it is not in the dictionary."""
         self._check_open()
         ffi, lib = _native()
-        b = term.encode()
+        b = cstr(term, "term")
         n = ffi.new("uint64_t *")
         return int(n[0]) if lib.tierlab_index_lookup(self._ix, b, len(b), n) else None
 
@@ -248,7 +254,7 @@ class Index:
         are indexed by), None if it is not in the dictionary."""
         self._check_open()
         ffi, lib = _native()
-        b = term.encode()
+        b = cstr(term, "term")
         i = ffi.new("uint64_t *")
         rc = lib.tierlab_index_find(self._ix, b, len(b), i)
         if rc < 0:
@@ -335,7 +341,7 @@ class Index:
         ffi, lib = _native()
         if isinstance(terms, str):
             terms = [terms]
-        terms = [t.encode() if isinstance(t, str) else t for t in terms]
+        terms = [cstr(t, "term") if isinstance(t, str) else t for t in terms]
         qtype = 0 if len(terms) == 1 else 1
         keep = [ffi.new("char[]", t) for t in terms]
         ptrs = ffi.new("char *[]", keep)
@@ -357,7 +363,7 @@ class Index:
         ffi, lib = _native()
         k = self.kept(k)
         n = len(queries)
-        enc = [[t.encode() if isinstance(t, str) else t for t in q] for q in queries]
+        enc = [[cstr(t, "term") if isinstance(t, str) else t for t in q] for q in queries]
         for i, q in enumerate(enc):
             if not 1 <= len(q) <= lib.TIERLAB_QUERY_MAX_TERMS:
                 raise TierlabError(f"query {i}: {len(q)} terms (1..{lib.TIERLAB_QUERY_MAX_TERMS})")
