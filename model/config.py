@@ -278,8 +278,12 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     meta = build_index(v["index"], v["workload"], v["seed"])
-    tr = build_trace(meta, v["workload"], v["seed"])
     p = cfg.params(meta.index_bytes)
+    w = v["workload"]
+    if "queries" in w:  # a generated workload: its size is known before it is built
+        n = w["queries"]
+        sim.check_memory(p, n, n * (1 if w["type"] == "single" else 2), generated=n)
+    tr = build_trace(meta, w, v["seed"])
     costs = costs if costs is not None else load_costs(v["costs"])
     def page_cost(key):  # ns, or the cost table's measurement (0 for a table without it)
         if v[key] != "table":
@@ -306,7 +310,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "name": v["name"], "passes": p.passes, "reported_pass": "last",
         "readahead_bytes": p.readahead_bytes, "page_cache_policy": p.page_cache_policy,
         "sample_ns": p.sample_ns, "seed": v["seed"],
-        "k": p.k, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
+        "k": p.k, "planned_bytes": s.planned_bytes, "thread_wake_ns": s.wake_ns, "thread_signal_ns": s.signal_ns,
         "wake_ups": v["wake_ups"], "handoff_spin_ns": p.handoff_spin_ns,
         **{key: getattr(p, key) for key in PAGE_COST_KEYS},
         "thread_wakes_drawn_from": 0 if s._wakes is None else len(s._wakes),

@@ -200,6 +200,64 @@ def decode_ns_per_block(costs) -> float | None:
     return float(did) + float(freq or 0.0)
 
 
+# --- the resource guard (tierlab.h "Resource guards") -----------------------------
+# A run whose planned memory exceeds what the machine has for this process is
+# refused with the numbers before the big allocations, by the rule the native
+# runtime applies (tierlab_memory_guard). Computed: the C caches' bookkeeping
+# (tierlab_cache_bytes: the page cache over every page key of every shard, a
+# segment cache per core over the referenced terms) and the numpy arrays sized
+# by occurrences and pages. Python objects per query (the trace's arrays, the
+# per-query CPU lists of floats, and per core the records and the rows of the
+# cache_query table) are measured: peak RSS of `tierlab model run` growing by
+# about 340 bytes per query on one core and 110 more per extra core from
+# 10^5 to 10^6 queries, rounded up here.
+QUERY_BYTES = 400        # per query of every pass
+CORE_QUERY_BYTES = 160   # per core and query of every pass
+OCC_BYTES = 48           # per term occurrence of every pass: ids, blocks, next uses, flags
+GENERATE_QUERY_BYTES = 600  # per generated query: its terms as Python lists while generated
+
+
+def plan_memory(p: Params, queries: int, occurrences: int, *, nterms: int = 0,
+                page_keys: int = 0, term_pages: int = 0,
+                generated: int = 0) -> tuple[int, str]:
+    """(bytes, what they are) of a run of `queries` queries and `occurrences`
+    term occurrences per pass (the resource guard above)."""
+    from tierlab.core.native import bytes_text, cache_bytes
+
+    q, o = queries * p.passes, occurrences * p.passes
+    core = {"records": q * CORE_QUERY_BYTES + 2 * o + 4 * nterms}
+    if p.hybrid:
+        core["segment-cache bookkeeping"] = cache_bytes(p.policy, max(1, nterms))
+        if p.lookahead_value() == "adaptive":
+            core["lookahead"] = 8 * max(1, o)
+    once = {"trace": q * QUERY_BYTES + o * OCC_BYTES,
+            "generating the workload": generated * GENERATE_QUERY_BYTES,
+            "page-cache keys (every page of every shard)":
+                cache_bytes(p.page_cache_policy, page_keys) if page_keys else 0,
+            "page buffers of the largest term": 25 * term_pages}
+    per_core = sum(core.values())
+    total = per_core * p.cores + sum(once.values())
+
+    def text(items):
+        return ", ".join(f"{k} {bytes_text(v)}" for k, v in
+                         sorted(items.items(), key=lambda kv: -kv[1]) if v)
+    detail = (f"{p.cores} x {bytes_text(per_core)} per core: {text(core)}; once "
+              f"{bytes_text(sum(once.values()))}: {text(once)}")
+    return total, detail
+
+
+def check_memory(p: Params, queries: int, occurrences: int, **kw) -> int:
+    """Refuse (TierlabError with the numbers) a run whose plan_memory exceeds
+    what this machine has for it; returns the planned bytes."""
+    from tierlab.core.native import memory_guard
+
+    total, detail = plan_memory(p, queries, occurrences, **kw)
+    memory_guard(total, f"the model run ({queries:,} queries x {p.passes} pass(es) on "
+                 f"{p.cores} core(s))", detail,
+                 "lower workload.queries, passes or cores, or use a smaller index")
+    return total
+
+
 def _cache_classes():
     from tierlab.model.cache import Cache, Lookahead
 
@@ -227,6 +285,7 @@ class Simulation:
         self.cfg = p.config
         self.cache_cls, self.lookahead_cls = cache_classes or _cache_classes()
         self.log = log
+        self.planned_bytes = self._check_memory(index, trace, p)
         self.base_trace = trace
         self.trace = trace.repeated(p.passes)
         self.nq_pass = max(1, trace.queries)
@@ -277,9 +336,7 @@ class Simulation:
         if pc_bytes < PAGE:
             raise TierlabError(f"{'dram_budget_bytes' if p.hybrid else 'cache_bytes'} "
                                f"{pc_bytes}: the page cache must hold one {PAGE}-byte page")
-        # the runtime's page cache never reads more than a quarter of its frames
-        # at once (kernels/src/apcache/pagecache.c max_run): tiny caches read less
-        ra_pages = max(1, min(p.readahead_bytes // PAGE, pc_bytes // PAGE // 4))
+        ra_pages = self._readahead_pages(p, pc_bytes)
         self.pagemap = PageMap([index.did_offset[ref], index.freq_offset[ref]],
                                [index.did_bytes[ref], index.freq_bytes[ref]],
                                [index.did_file_bytes, index.freq_file_bytes], ra_pages, p.cores)
@@ -334,6 +391,28 @@ class Simulation:
         self.acct = [Counters() for _ in range(p.passes)]
         self.shards = [Shard(self.env, self, c) for c in range(p.cores)]
         self.elapsed_ns = None
+
+    @staticmethod
+    def _page_cache_bytes(p: Params) -> int:
+        return p.dram_budget_bytes if p.hybrid else p.cache_bytes
+
+    @staticmethod
+    def _readahead_pages(p: Params, pc_bytes: int) -> int:
+        # the runtime's page cache never reads more than a quarter of its frames
+        # at once (kernels/src/apcache/pagecache.c max_run): tiny caches read less
+        return max(1, min(p.readahead_bytes // PAGE, pc_bytes // PAGE // 4))
+
+    def _check_memory(self, index: IndexMeta, trace: Replay, p: Params) -> int:
+        """The resource guard (check_memory) with this run's page keys: before
+        the trace is repeated and anything per query or per page is built."""
+        ref = np.unique(trace.term)
+        ra = self._readahead_pages(p, self._page_cache_bytes(p))
+        pm = PageMap([index.did_offset[ref], index.freq_offset[ref]],
+                     [index.did_bytes[ref], index.freq_bytes[ref]],
+                     [index.did_file_bytes, index.freq_file_bytes], ra, p.cores)
+        pages = max([int(n.max(initial=0)) for n in pm.npages] + [ra])
+        return check_memory(p, trace.queries, trace.occurrences, nterms=len(ref),
+                            page_keys=pm.nkeys, term_pages=pages + ra)
 
     def wake(self) -> int:
         """The time (ns) a thread takes to run again after it is signalled:

@@ -749,6 +749,9 @@ typedef struct tierlab_cache_stats {
  * every call (remove is not an eviction). */
 int tierlab_cache_new(int policy, uint64_t nkeys, uint64_t capacity, tierlab_cache **out);
 void tierlab_cache_free(tierlab_cache *c); /* NULL is fine */
+/* The bytes tierlab_cache_new allocates for nkeys keys under policy (what a
+ * resource guard plans with: tierlab_memory_room below). */
+uint64_t tierlab_cache_bytes(int policy, uint64_t nkeys);
 
 /* One access: a hit updates the policy's state and returns 1; a miss evicts
  * victims until `size` units are free, inserts the key and returns 0. A key
@@ -825,6 +828,9 @@ int64_t tierlab_segcache_segment(const tierlab_segcache *s, uint64_t term, uint6
  * chain's end or for a segment out of range. Walk a chain from its head
  * (tierlab_segcache_slot) with it; only meaningful for a cached term's
  * chain (free segments chain to each other too). */
+/* The bytes tierlab_segcache_new allocates (its policy's cache included; not
+ * the segments' memory, which is the caller's). */
+uint64_t tierlab_segcache_bytes(int policy, uint64_t nterms, uint64_t nsegments);
 int64_t tierlab_segcache_next(const tierlab_segcache *s, int64_t segment);
 void *tierlab_segcache_segment_ptr(tierlab_segcache *s, int64_t segment);
 /* The 4-byte slot of a term: bit 31 cached, bits 0..30 first segment. */
@@ -843,11 +849,32 @@ typedef struct tierlab_lookahead tierlab_lookahead;
 int tierlab_lookahead_new(uint64_t total_segments, uint64_t max_pending,
                           tierlab_lookahead **out);
 void tierlab_lookahead_free(tierlab_lookahead *la);
+uint64_t tierlab_lookahead_bytes(uint64_t max_pending); /* what new allocates */
 int tierlab_lookahead_worker_done(tierlab_lookahead *la, uint64_t segments);
 int64_t tierlab_lookahead_query_done(tierlab_lookahead *la);
 int tierlab_lookahead_may_evict(const tierlab_lookahead *la, uint64_t victim_segments);
 uint64_t tierlab_lookahead_rolling_sum(const tierlab_lookahead *la);
 uint64_t tierlab_lookahead_pending(const tierlab_lookahead *la); /* FIFO entries */
+
+/* ==========================================================================
+ * Resource guards (kernels/src/apcache/cgroup.c): a run that plans more
+ * memory than the machine has for it is refused before it allocates, with
+ * the numbers, by the APCache runtime and the model alike.
+ * ========================================================================== */
+/* The memory this process may still take, in bytes: MemAvailable of
+ * /proc/meminfo, or less when its memory cgroup (v2: memory.max of its
+ * cgroup and of every ancestor; v1: memory.limit_in_bytes and the
+ * hierarchical limit of memory.stat) leaves less room: limit - (usage -
+ * inactive file pages, which the kernel reclaims first). `how` (may be
+ * NULL) says which number that is. UINT64_MAX when none is known. Returns 0,
+ * or TIERLAB_EINVAL when bytes is NULL. */
+int tierlab_memory_room(uint64_t *bytes, char *how, size_t howlen);
+/* The rule: 0 when `planned` bytes fit in tierlab_memory_room, else
+ * TIERLAB_ENOMEM with "<what> needs <planned> of memory (<detail>), more
+ * than the <room> this machine has for it (<how>); <hint>" in err (detail
+ * and hint may be NULL). */
+int tierlab_memory_guard(uint64_t planned, const char *what, const char *detail,
+                         const char *hint, char *err, size_t errlen);
 
 /* ==========================================================================
  * The APCache runtime (docs/apcache.md "The four configurations";
@@ -881,7 +908,8 @@ int tierlab_apcache_config_find(const char *name);
 typedef struct tierlab_apcache_params {
     int config;          /* tierlab_apcache_config_find(name)                       */
     int policy;          /* tierlab_policy_find(name): the segment cache's (hybrid) */
-    uint32_t cores;      /* shards, each with a query thread and a worker; 1..1024   */
+    uint32_t cores;      /* shards, each with a query thread and a worker; 1..1024,
+                          * at most the CPUs this process may run on              */
     uint32_t k;          /* results kept per query, >= 1                             */
     uint32_t lookahead;  /* prefetch configs: queries ahead (>= 1), or ADAPTIVE      */
     uint64_t sample_ns;  /* timeline sampling period in ns, >= 1,000,000 (1 ms)      */
@@ -934,6 +962,11 @@ void tierlab_apcache_params_default(tierlab_apcache_params *p);
  * step, what was measured is written (partial = 1) and the call returns
  * TIERLAB_ECANCELED. Returns 0, TIERLAB_EINVAL (bad params or workload),
  * TIERLAB_EIO, TIERLAB_ENOMEM, TIERLAB_EFORMAT, with a message in err.
+ * Before it allocates more than one shard, the run is refused (TIERLAB_ENOMEM,
+ * the numbers in err) when its planned memory (kernels/src/apcache/plan.c:
+ * per core and once) exceeds tierlab_memory_room, or the index copies or
+ * pm:PATH files exceed their filesystem's free space; summary.json's
+ * planned_bytes is the plan of a run that went ahead.
  * Uses 2 x cores + 1 threads; not reentrant with respect to the cgroup. */
 int tierlab_apcache_run(const char *index_dir, const char *workload_path,
                         const tierlab_apcache_params *p, const char *out_dir,

@@ -3,7 +3,9 @@ workload, ...).
 
 Each group module exposes `register(subparsers)`; it adds its parser and sets
 `func` to a function taking the parsed args and returning an exit status.
-User mistakes raise TierlabError: printed as one line, exit status 2.
+User mistakes are one line on stderr and exit status 2: argparse's (Parser)
+and TierlabError, which the commands raise for everything a user can get
+wrong. Any other exception is a bug in tierlab and shows its traceback.
 SIGINT, SIGTERM and SIGHUP stop a command the same way (tierlab.core.signals):
 its temporaries and children are removed, exit status 128 + the signal.
 """
@@ -28,8 +30,24 @@ from tierlab.cli import (apcache, bench, corpus, index, list_, model, query, tra
 GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model, validate]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with a usage error as one line (the usage itself
+    is one --help away); its subparsers are Parsers too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """A message as one line: its lines joined ("head: a; b")."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else ""
+    return lines[0] + " " + "; ".join(lines[1:])
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="tierlab",
         description="Memory-tier placement for compressed inverted indexes: native kernels, "
         "traces, simulator configs, a SimPy model of APCache, and their validation.",
@@ -48,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return int(args.func(args) or 0)
         except TierlabError as e:
-            print(f"tierlab: error: {e}", file=sys.stderr)
+            print(f"tierlab: error: {one_line(e)}", file=sys.stderr)
             return 2
         except BrokenPipeError:  # e.g. `tierlab list codecs | head`
             sys.stderr.close()

@@ -199,3 +199,52 @@ def cpu_features() -> str:
 def force_scalar(on: bool) -> None:
     _, lib = ffi_lib()
     lib.tierlab_force_scalar(1 if on else 0)
+
+
+def cstr(text: str, what: str) -> bytes:
+    """Text for a C string argument (a name, a term, a placement): UTF-8,
+    or a TierlabError naming `what` (a command line that is not UTF-8 comes
+    to Python with surrogates). Paths go through os.fsencode instead."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise TierlabError(f"{what} {text!r}: not UTF-8 text") from None
+
+
+# --- resource guards (tierlab.h "Resource guards") ----------------------------------
+
+def memory_room() -> tuple[int, str]:
+    """(bytes, how): the memory this process may still take, MemAvailable or
+    its memory cgroup's room (tierlab_memory_room)."""
+    ffi, lib = ffi_lib()
+    room, how = ffi.new("uint64_t *"), ffi.new("char[]", 4600)
+    lib.tierlab_memory_room(room, how, len(how))
+    return int(room[0]), ffi.string(how).decode(errors="replace")
+
+
+def memory_guard(planned: int, what: str, detail: str = "", hint: str = "") -> None:
+    """The rule the APCache runtime applies too (tierlab_memory_guard): a
+    TierlabError naming the numbers when `planned` bytes exceed
+    memory_room()."""
+    ffi, lib = ffi_lib()
+    err = ffi.new("char[]", 4 * lib.TIERLAB_ERRMSG + len(what) + len(detail) + len(hint))
+    rc = lib.tierlab_memory_guard(min(int(planned), 2**64 - 1), what.encode(), detail.encode(),
+                                  hint.encode(), err, len(err))
+    if rc:
+        raise TierlabError(ffi.string(err).decode(errors="replace"))
+
+
+def cache_bytes(policy: str, nkeys: int) -> int:
+    """The bytes a tierlab_cache over nkeys keys takes (tierlab_cache_bytes)."""
+    _, lib = ffi_lib()
+    return int(lib.tierlab_cache_bytes(lib.tierlab_policy_find(policy.encode()),
+                                       min(int(nkeys), 2**64 - 1)))
+
+
+def bytes_text(b: int) -> str:
+    """Bytes with a binary unit, as the C side writes them ("21.9 GiB")."""
+    v, units = float(b), ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    u = 0
+    while v >= 1024 and u < len(units) - 1:
+        v, u = v / 1024, u + 1
+    return f"{int(b)} bytes" if u == 0 else f"{v:.1f} {units[u]}"

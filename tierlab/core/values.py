@@ -37,6 +37,9 @@ def read_yaml(path: str | os.PathLike):
         return yaml.safe_load(path.read_text())
     except OSError as e:
         raise TierlabError(f"{path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise TierlabError(f"{path}: not UTF-8 text (byte {e.start}); a YAML file is "
+                           "text") from None
     except yaml.YAMLError as e:
         raise TierlabError(f"{path}: not valid YAML ({e})") from None
 
@@ -74,3 +77,50 @@ def number(key: str, v, lo: float = 0.0, hi: float | None = None,
         raise TierlabError(f"{key}: must be in {rng}{'inf' if hi is None else f'{hi:g}'}], "
                            f"got {v!r}")
     return float(v)
+
+
+# --- output paths -------------------------------------------------------------------
+# A command checks every path it will write before it does any work, so a bad
+# path is one error naming the option and no output is left half written.
+
+def _writable_parent(path: Path, what: str) -> None:
+    """The nearest existing ancestor of `path` is a folder we may write in."""
+    for parent in path.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise TierlabError(f"{what} {path}: {parent} is not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise TierlabError(f"{what} {path}: folder {parent} is not writable")
+            return
+
+
+def output_file(path: str | os.PathLike, what: str) -> Path:
+    """A file a command will write (replacing it if it exists): not a folder,
+    in a folder that exists or can be created. `what` names the option."""
+    if os.fspath(path).strip() == "":
+        raise TierlabError(f"{what}: a file name is needed, got an empty one")
+    path = Path(path)
+    if path.name in ("", ".", ".."):
+        raise TierlabError(f"{what} '{path}': a file name is needed")
+    if path.is_dir():
+        raise TierlabError(f"{what} {path}: is a folder; give a file name")
+    if path.exists() and not path.is_file():
+        raise TierlabError(f"{what} {path}: exists and is not a regular file")
+    _writable_parent(path, what)
+    return path
+
+
+def output_dir(path: str | os.PathLike, what: str) -> Path:
+    """A folder a command will create or write into: not an existing file,
+    and creatable. `what` names the option."""
+    if os.fspath(path).strip() == "":
+        raise TierlabError(f"{what}: a folder is needed, got an empty name")
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise TierlabError(f"{what} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise TierlabError(f"{what} {path}: folder is not writable")
+        return path
+    _writable_parent(path, what)
+    return path

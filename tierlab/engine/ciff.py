@@ -43,6 +43,7 @@ import numpy as np
 
 from tierlab import __version__
 from tierlab.core.errors import TierlabError
+from tierlab.core.native import cstr
 
 CIFF_VERSION = 1
 _BYTE = [bytes((i,)) for i in range(0x80)]  # the one-byte varints
@@ -129,9 +130,10 @@ def export(index: str | os.PathLike, out: str | os.PathLike, description: str | 
     """Write the index as a CIFF file (atomically). Returns counts."""
     from tierlab.engine.index import Index
     from tierlab.core.native import ffi_lib
+    from tierlab.core.values import output_file
 
     ffi, lib = ffi_lib()
-    out = Path(out)
+    out = output_file(out, "--ciff")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     with Index(index) as ix:
         m = ix.manifest
@@ -577,7 +579,7 @@ def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
         n_docs = 1 + max((int(_postings(r, a, b, ciff)[0][-1]) for _, a, b in lists), default=-1)
     p = ffi.new("tierlab_build_params *")
     lib.tierlab_build_params_default(p)
-    cname = ffi.new("char[]", codec.encode())
+    cname = ffi.new("char[]", cstr(codec, "codec"))
     p.codec = cname
     p.block_size = block_size
     p.overwrite = 1 if overwrite else 0
@@ -586,7 +588,7 @@ def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
     digest = _digest(ciff)
     for line in leftovers(out):
         print(f"tierlab: removed {line}, left by a killed import", file=sys.stderr)
-    rc = lib.tierlab_index_writer_open(str(out).encode(), p, n_docs, str(ciff.resolve()).encode(),
+    rc = lib.tierlab_index_writer_open(os.fsencode(out), p, n_docs, os.fsencode(ciff.resolve()),
                                        digest.encode(), w, err, lib.TIERLAB_ERRMSG)
     if rc != 0:
         raise TierlabError(ffi.string(err).decode(errors="replace"))

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tierlab.core.errors import TierlabError
+from tierlab.core.native import cstr
 
 FILES = ("dict.bin", "skip.bin", "dids.bin", "freqs.bin")
 KEYS = ("dict", "skip", "did", "freq")  # names used in placements
@@ -126,20 +127,25 @@ def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
     from tierlab.core.native import codec as find_codec
     from tierlab.core.native import progress_callback
     find_codec(codec)  # a clear error listing the known codecs
+    if not 1 <= doc_bytes <= lib.TIERLAB_INDEX_DOC_BYTES_MAX:
+        raise TierlabError(f"doc_bytes: 1 .. {lib.TIERLAB_INDEX_DOC_BYTES_MAX}, got {doc_bytes}")
+    budget = 0 if memory_budget is None else parse_bytes(memory_budget)
+    if budget >= 2**64:
+        raise TierlabError(f"memory budget: at most 2^64 - 1 bytes, got {budget}")
     p = ffi.new("tierlab_build_params *")
     lib.tierlab_build_params_default(p)
-    cname = ffi.new("char[]", codec.encode())
+    cname = ffi.new("char[]", cstr(codec, "codec"))
     p.codec = cname
     p.block_size = block_size
     p.doc_bytes = doc_bytes
-    p.memory_budget_bytes = 0 if memory_budget is None else parse_bytes(memory_budget)
+    p.memory_budget_bytes = budget
     p.overwrite = 1 if overwrite else 0
     st = ffi.new("tierlab_build_stats *")
     err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
     for line in leftovers(out):
         print(f"tierlab: removed {line}, left by a killed build", file=sys.stderr)
     with progress_callback(progress or (lambda done, total: False)) as cb:
-        rc = lib.tierlab_index_build(str(corpus).encode(), str(out).encode(), p, cb, ffi.NULL,
+        rc = lib.tierlab_index_build(os.fsencode(corpus), os.fsencode(out), p, cb, ffi.NULL,
                                      st, err, lib.TIERLAB_ERRMSG)
     if rc != 0:
         raise TierlabError(ffi.string(err).decode(errors="replace") or _ERRORS.get(rc, str(rc)))
@@ -165,7 +171,7 @@ def dontneed(index: str | os.PathLike) -> None:
     """posix_fadvise(DONTNEED) on every index file (no root needed)."""
     _, lib = _native()
     for f in FILES:
-        if lib.tierlab_file_dontneed(str(Path(index) / f).encode()) != 0:
+        if lib.tierlab_file_dontneed(os.fsencode(Path(index) / f)) != 0:
             raise TierlabError(f"posix_fadvise(DONTNEED) failed on {Path(index) / f}")
 
 
@@ -175,7 +181,7 @@ def resident_bytes(index: str | os.PathLike) -> dict[str, int]:
     out = {}
     for f in FILES:
         res, tot = ffi.new("uint64_t *"), ffi.new("uint64_t *")
-        if lib.tierlab_file_resident(str(Path(index) / f).encode(), res, tot) == 0:
+        if lib.tierlab_file_resident(os.fsencode(Path(index) / f), res, tot) == 0:
             out[f] = int(res[0])
     return out
 
@@ -270,7 +276,7 @@ class Index:
                 raise TierlabError(f"{p}: {p.stat().st_size} bytes, the manifest says {want}")
         out = ffi.new("tierlab_index **")
         err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
-        rc = lib.tierlab_index_open_flags(str(path).encode(), (placement or "").encode(),
+        rc = lib.tierlab_index_open_flags(os.fsencode(path), cstr(placement or "", "placement"),
                                           lib.TIERLAB_OPEN_VERIFY if verify else 0, out, err,
                                           lib.TIERLAB_ERRMSG)
         if rc != 0:
@@ -329,7 +335,7 @@ class Index:
         """Posting count of a term, None if it is not in the dictionary."""
         self._check_open()
         ffi, lib = _native()
-        b = term.encode()
+        b = cstr(term, "term")
         n = ffi.new("uint64_t *")
         rc = lib.tierlab_index_lookup(self._ix, b, len(b), n)
         if rc < 0:
@@ -341,7 +347,7 @@ class Index:
         are indexed by), None if it is not in the dictionary."""
         self._check_open()
         ffi, lib = _native()
-        b = term.encode()
+        b = cstr(term, "term")
         i = ffi.new("uint64_t *")
         rc = lib.tierlab_index_find(self._ix, b, len(b), i)
         if rc < 0:
@@ -412,10 +418,18 @@ class Index:
         for ctx in self._ctx.values():
             lib.tierlab_query_ctx_set_checks(ctx, CHECKS[level])
 
+    def kept(self, k: int) -> int:
+        """The hits a query with `k` can have: k, at most the index's
+        documents. Buffers are sized by it, so a huge k (up to 2^32 - 1)
+        costs no more memory than the index has documents; the hits are the
+        same."""
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 0xFFFFFFFF:
+            raise TierlabError(f"k: a whole number 1 .. 4294967295, got {k!r}")
+        return min(k, max(1, int(self.info["docs"])))
+
     def _context(self, k: int):
         _, lib = _native()
-        if k < 1:
-            raise TierlabError(f"k must be >= 1, not {k}")
+        k = self.kept(k)
         if k not in self._ctx:
             ctx = lib.tierlab_query_ctx_new(self._ix, k)
             if ctx == _native()[0].NULL:
@@ -431,11 +445,12 @@ class Index:
         ffi, lib = _native()
         if isinstance(terms, str):
             terms = [terms]
-        terms = [t.encode() if isinstance(t, str) else t for t in terms]
+        terms = [cstr(t, "term") if isinstance(t, str) else t for t in terms]
         qtype = 0 if len(terms) == 1 else 1
         keep = [ffi.new("char[]", t) for t in terms]
         ptrs = ffi.new("char *[]", keep)
         lens = ffi.new("uint32_t[]", [len(t) for t in terms])
+        k = self.kept(k)
         hits = ffi.new("tierlab_hit[]", k)
         st = ffi.new("tierlab_query_stats *")
         ctx = self._context(k)
@@ -447,11 +462,12 @@ class Index:
     def run_batch(self, queries, k: int = 1024, want_hits: bool = False):
         """Run queries (sequences of terms) back to back in C. Returns
         (stats: structured numpy array, one row per query; wall_ns of the loop;
-        hits: (n, k) array of (did, score) records or None; nhits or None)."""
+        hits: (n, kept(k)) array of (did, score) records or None; nhits or None)."""
         self._check_open()
         ffi, lib = _native()
+        k = self.kept(k)
         n = len(queries)
-        enc = [[t.encode() if isinstance(t, str) else t for t in q] for q in queries]
+        enc = [[cstr(t, "term") if isinstance(t, str) else t for t in q] for q in queries]
         for i, q in enumerate(enc):
             if not 1 <= len(q) <= lib.TIERLAB_QUERY_MAX_TERMS:
                 raise TierlabError(f"query {i}: {len(q)} terms (1..{lib.TIERLAB_QUERY_MAX_TERMS})")

@@ -35,6 +35,7 @@ from tierlab.core.errors import TierlabError
 from tierlab.engine.index import FILES, Index, dontneed, read_manifest, resident_bytes
 
 BATCH = 4096  # queries per C call (bounds the hits buffer)
+HITS_BUFFER_BYTES = 64 << 20  # ... and so does this, for a large k
 SUMMARY_SUFFIX = ".summary.json"
 
 
@@ -151,11 +152,22 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
     from tierlab.traces import runs
     from tierlab.traces.schema import write_table
 
+    from tierlab.core.values import output_dir, output_file
+
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
         raise TierlabError(f"--out must end in .parquet or .csv, not '{out.suffix or out.name}'")
     if passes < 1:
         raise TierlabError("passes must be >= 1")
+    # every output is checked before the run, and written all or nothing after it
+    output_file(out, "--out")
+    output_file(summary_path(out), "--out (its summary)")
+    if results is not None:
+        output_file(results, "--results")
+    if trace is not None:
+        output_dir(trace, "--trace")
+        for name in runs.TABLES:
+            output_file(Path(trace) / f"{name}.parquet", "--trace")
     manifest = read_manifest(index)
     queries = read_queries(workload)
     cache = drop_caches(index, drop) if drop else {"method": "none"}
@@ -165,12 +177,14 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         n = len(queries)
         with Index(index, placement, verify=verify) as ix:
             place = ix.placement()
+            kept = ix.kept(k)
+            batch = max(1, min(BATCH, HITS_BUFFER_BYTES // (16 * kept))) if results else BATCH
             pass_summaries = []
             for p in range(passes):
                 last = p == passes - 1
                 stats, hits, nhits, wall = [], [], [], 0
-                for a in range(0, n, BATCH):
-                    st, w, h, nh = ix.run_batch(queries[a:a + BATCH], k=k,
+                for a in range(0, n, batch):
+                    st, w, h, nh = ix.run_batch(queries[a:a + batch], k=k,
                                                 want_hits=last and results is not None)
                     stats.append(st)
                     wall += w
@@ -178,7 +192,7 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
                         hits.append(h)
                         nhits.append(nh)
                     if progress:
-                        progress(p, min(a + BATCH, n), n)
+                        progress(p, min(a + batch, n), n)
                 st = np.concatenate(stats) if stats else np.zeros(0)
                 lat = st["latency_ns"].astype(np.float64) if n else np.zeros(0)
                 s = {"pass": p + 1, "queries": n, "wall_ns": wall,
@@ -187,9 +201,6 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
     finally:
         if affinity is not None:
             os.sched_setaffinity(0, affinity)  # the caller's process, as it was
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if results is not None:
-        _write_hits(results, hits, nhits)
     summary = {
         "run_id": runs.new_run_id(),
         "index": str(index), "workload": str(workload), "out": str(out),
@@ -218,11 +229,29 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
     qclass = _workload_class(workload)
     table = runs.query_run_tables(summary=summary, queries=queries, stats=st,
                                   query_class=qclass, tables=("query",))["query"]
-    write_table("query", table, out)
-    summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
+    # the query table and its summary last: when they are there, so is the rest
+    written: list[Path] = []
+    try:
+        if results is not None:
+            written.append(Path(results))
+            _write_hits(results, hits, nhits)
+        if trace is not None:
+            written += [Path(trace) / f"{name}.parquet" for name in runs.TABLES]
+            runs.write_query_run(trace, summary=summary, queries=queries, stats=st,
+                                 query_class=qclass)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        written.append(out)
+        write_table("query", table, out)
+        written.append(summary_path(out))
+        summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
+    except BaseException as e:
+        for path in written:
+            path.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise TierlabError(f"cannot write {e.filename or 'the results'}: "
+                               f"{e.strerror or e}; nothing was kept") from None
+        raise
     if trace is not None:
-        runs.write_query_run(trace, summary=summary, queries=queries, stats=st,
-                             query_class=qclass)
         summary["trace"] = str(trace)
     return summary
 

@@ -264,8 +264,18 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
     queries = read_queries(workload)
     meta = _workload_meta(workload, queries)
     cache = spec.cache_size(postings_bytes(index))
-    if results is not None and Path(results).is_dir():
-        raise TierlabError(f"--results {results}: is a directory")
+    from tierlab.core.values import output_dir, output_file
+
+    output_dir(out, "out")
+    for name in TABLES:
+        output_file(out / f"{name}.parquet", "out")
+    if results is not None:
+        output_file(results, "--results")
+    raw = out / f".raw-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    cmd = command(spec, index, workload, raw, cache, hits=results is not None)
+    dev_spec = _device(spec["device"])[1]
+    # the folders this run creates: removed again when the runtime refuses or fails
+    created = [p for p in (out, *out.parents) if not p.exists()]
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -275,15 +285,18 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
     for p in kept:
         print(f"tierlab: {p}: left by an earlier run (no pid in its name); remove it if no "
               f"run writes into {out}", file=sys.stderr)
-    raw = out / f".raw-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    cmd = command(spec, index, workload, raw, cache, hits=results is not None)
-    dev_spec = _device(spec["device"])[1]
     raw.mkdir()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
         rc, errs, pid, stop = _follow(cmd, progress)
         if rc not in (0, 130):
             left = _cleanup_child(pid, index)
+            shutil.rmtree(raw, ignore_errors=True)
+            for folder in created:  # deepest first: what this run created, if empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
             if stop is not None:  # stopped, and killed when it did not stop in time
                 signals.report(left, f"the runtime (pid {pid}), killed as it did not stop")
                 raise stop

@@ -163,6 +163,8 @@ typedef struct tl_pcache {
 int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_bytes,
                    uint64_t readahead_bytes);
 void tl_pcache_destroy(tl_pcache *pc);
+/* The bytes tl_pcache_init allocates for nkeys page keys and `frames` frames. */
+uint64_t tl_pcache_bytes(uint64_t nkeys, uint64_t frames);
 /* Read [off, off + len) of f through the cache, handing the bytes to sink
  * (called with the cache's mutex held; it must only copy). Page accesses go
  * to *ps; a page equal to *last_page (may be NULL) is not counted again, and
@@ -197,6 +199,8 @@ uint64_t tl_cgroup_usage(const tl_cgroup *cg);
 uint64_t tl_cgroup_peak(const tl_cgroup *cg);
 void tl_cgroup_reset_peak(tl_cgroup *cg);
 void tl_cgroup_leave(tl_cgroup *cg);
+/* b as text with a binary unit ("21.9 GiB", "512 bytes") in buf; returns buf. */
+const char *tl_bytes_text(uint64_t b, char *buf, size_t len);
 uint64_t tl_populate_anon(void);
 
 /* ---- steps.c: the cache decisions ------------------------------------------
@@ -233,6 +237,9 @@ int tl_cache_state_init(tl_cache_state *cs, int policy, uint64_t nterms, uint64_
                         uint64_t segment_bytes, void *memory, int adaptive,
                         uint64_t max_pending);
 void tl_cache_state_free(tl_cache_state *cs);
+/* The bytes tl_cache_state_init allocates (not the segments' memory). */
+uint64_t tl_cache_state_bytes(int policy, uint64_t nterms, uint64_t nsegments, int adaptive,
+                              uint64_t max_pending);
 /* Segments of a term of `bytes` (DID + freq) and `blocks` blocks. */
 uint64_t tl_term_segments(const tl_cache_state *cs, uint64_t bytes, uint64_t blocks);
 

@@ -251,3 +251,101 @@ void tl_cgroup_leave(tl_cgroup *cg) {
     for (int i = 0; i < 50 && rmdir(cg->path) != 0 && errno == EBUSY; i++) usleep(20000);
     cg->active = 0;
 }
+
+/* ---- the memory room (resource guards) ----------------------------------------- */
+
+const char *tl_bytes_text(uint64_t b, char *buf, size_t len) {
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 6) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) snprintf(buf, len, "%llu bytes", (unsigned long long)b);
+    else snprintf(buf, len, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+/* `key` of a flat "key value" file (/proc/meminfo, memory.stat), or 0. */
+static uint64_t tl_stat_value(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    size_t n = strlen(key);
+    uint64_t v = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && (line[n] == ' ' || line[n] == ':' || line[n] == '\t')) {
+            v = strtoull(line + n + 1 + strspn(line + n + 1, " \t:"), NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* The room a memory cgroup leaves: limit - (usage - inactive file pages, which
+ * the kernel reclaims first); UINT64_MAX without a limit. */
+static uint64_t tl_cgroup_room(const char *dir, int version, uint64_t *limit, uint64_t *used) {
+    char file[PATH_MAX + 40];
+    uint64_t lim = UINT64_MAX, use = 0;
+    snprintf(file, sizeof file, "%s/%s", dir, version == 2 ? "memory.max" : "memory.limit_in_bytes");
+    if (tl_read_u64(file, &lim) != 0) return UINT64_MAX;
+    if (version == 1) { /* the effective limit of the hierarchy above, too */
+        snprintf(file, sizeof file, "%s/memory.stat", dir);
+        uint64_t h = tl_stat_value(file, "hierarchical_memory_limit");
+        if (h && h < lim) lim = h;
+    }
+    if (lim >= (1ull << 60)) return UINT64_MAX; /* "max", or v1's page-rounded LONG_MAX */
+    snprintf(file, sizeof file, "%s/%s", dir, version == 2 ? "memory.current" : "memory.usage_in_bytes");
+    tl_read_u64(file, &use);
+    snprintf(file, sizeof file, "%s/memory.stat", dir);
+    uint64_t inactive = tl_stat_value(file, version == 2 ? "inactive_file" : "total_inactive_file");
+    use = use > inactive ? use - inactive : 0;
+    *limit = lim;
+    *used = use;
+    return lim > use ? lim - use : 0;
+}
+
+int tierlab_memory_room(uint64_t *bytes, char *how, size_t howlen) {
+    if (!bytes) return TIERLAB_EINVAL;
+    uint64_t kb = tl_stat_value("/proc/meminfo", "MemAvailable");
+    uint64_t room = kb ? kb * 1024 : UINT64_MAX;
+    char a[32], b[32];
+    if (how && howlen)
+        snprintf(how, howlen, kb ? "MemAvailable of /proc/meminfo" : "no MemAvailable in /proc/meminfo");
+    for (int version = 2; version >= 1; version--) {
+        char mnt[PATH_MAX], self[PATH_MAX], dir[2 * PATH_MAX];
+        if (tl_cgroup_mount(version, mnt, sizeof mnt) || tl_cgroup_self(version, self, sizeof self))
+            continue;
+        /* this process's cgroup and, in v2, every ancestor below the root */
+        snprintf(dir, sizeof dir, "%s%s", mnt, strcmp(self, "/") ? self : "");
+        for (;;) {
+            uint64_t lim = 0, used = 0, r = tl_cgroup_room(dir, version, &lim, &used);
+            if (r < room) {
+                room = r;
+                if (how && howlen)
+                    snprintf(how, howlen, "cgroup v%d %s of %s: limit %s, %s in use", version,
+                             version == 2 ? "memory.max" : "memory.limit_in_bytes", dir,
+                             tl_bytes_text(lim, a, sizeof a), tl_bytes_text(used, b, sizeof b));
+            }
+            char *slash = strrchr(dir, '/');
+            if (version == 1 || !slash || (size_t)(slash - dir) <= strlen(mnt)) break;
+            *slash = 0;
+        }
+    }
+    *bytes = room;
+    return 0;
+}
+
+int tierlab_memory_guard(uint64_t planned, const char *what, const char *detail,
+                         const char *hint, char *err, size_t errlen) {
+    uint64_t room = 0;
+    char how[PATH_MAX + 200], a[32], b[32];
+    tierlab_memory_room(&room, how, sizeof how);
+    if (planned <= room) return 0;
+    return tl_err(err, errlen, TIERLAB_ENOMEM, "%s needs %s of memory%s%s%s, more than the %s "
+                  "this machine has for it (%s)%s%s", what, tl_bytes_text(planned, a, sizeof a),
+                  detail && *detail ? " (" : "", detail ? detail : "", detail && *detail ? ")" : "",
+                  tl_bytes_text(room, b, sizeof b), how, hint && *hint ? "; " : "",
+                  hint ? hint : "");
+}

@@ -65,6 +65,13 @@ int tl_pcache_init(tl_pcache *pc, tl_device *dev, uint64_t nkeys, uint64_t cap_b
     return 0;
 }
 
+uint64_t tl_pcache_bytes(uint64_t nkeys, uint64_t frames) {
+    tl_pcache *pc = NULL;
+    return frames * (TL_PAGE + sizeof *pc->free_frames) +
+           nkeys * (sizeof *pc->frame_of + sizeof *pc->loading) +
+           tierlab_cache_bytes(tierlab_policy_find("lru"), nkeys);
+}
+
 void tl_pcache_destroy(tl_pcache *pc) {
     if (pc->inited) {
         pthread_mutex_destroy(&pc->mu);

@@ -131,7 +131,7 @@ void *tl_query_thread(void *arg) {
         rec->page_misses = (uint32_t)(s->qps.misses - before.misses);
         rec->results = st.results;
         rec->done = 1;
-        if (s->hits) memcpy(s->hits + q * r->p.k, s->qctx->out, (size_t)st.results * sizeof *s->hits);
+        if (s->hits) memcpy(s->hits + q * r->k, s->qctx->out, (size_t)st.results * sizeof *s->hits);
         atomic_store(&s->occ_done, j1);
         atomic_store_explicit(&s->q_done, q + 1, memory_order_release);
         if (cfg == TL_APCACHE_HYBRID) tl_wake_worker(s); /* the copy worker has work */

@@ -127,6 +127,7 @@ static int tl_write_summary(tl_run *r, char *err, size_t errlen) {
     tl_kv_s(f, "policy", tierlab_policy_name((size_t)p->policy));
     tl_kv_u(f, "cores", r->nshards);
     tl_kv_u(f, "k", p->k);
+    tl_kv_u(f, "planned_bytes", r->planned_bytes);
     tl_kv_s(f, "lookahead", la);
     tl_kv_u(f, "sample_ns", p->sample_ns);
     tl_kv_s(f, "device_mode", p->emulated ? "emulated" : "real");
@@ -247,7 +248,7 @@ static int tl_write_hits(tl_run *r, char *err, size_t errlen) {
     fprintf(f, "query_id\trank\tdid\tscore\n");
     for (uint32_t q = 0; q < r->wl.nq; q++) {
         if (!s->rec[q].done) continue;
-        const tierlab_hit *h = s->hits + (size_t)q * r->p.k;
+        const tierlab_hit *h = s->hits + (size_t)q * r->k;
         for (uint32_t i = 0; i < s->rec[q].results; i++)
             fprintf(f, "%u\t%u\t%u\t%.17g\n", q, i + 1, h[i].did, h[i].score);
     }

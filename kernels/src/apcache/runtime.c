@@ -73,6 +73,12 @@ void tierlab_apcache_params_default(tierlab_apcache_params *p) {
     snprintf(p->slow_tier_placement, sizeof p->slow_tier_placement, "dram");
 }
 
+/* The CPUs this process may run on; 0 if unknown. */
+static int tl_allowed_cpus(void) {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
 static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t errlen) {
     if (p->config < 0 || !tierlab_apcache_config_name((size_t)p->config))
         return tl_err(err, errlen, TIERLAB_EINVAL, "config %d: not one of 0..%d", p->config,
@@ -81,6 +87,14 @@ static int tl_check_params(const tierlab_apcache_params *p, char *err, size_t er
         return tl_err(err, errlen, TIERLAB_EINVAL, "policy %d: unknown", p->policy);
     if (p->cores < 1 || p->cores > 1024)
         return tl_err(err, errlen, TIERLAB_EINVAL, "cores %u: must be 1..1024", p->cores);
+    int cpus = tl_allowed_cpus();
+    if (cpus > 0 && p->cores > (uint32_t)cpus)
+        return tl_err(err, errlen, TIERLAB_EINVAL,
+                      "cores %u: this process may run on %d CPU(s) (sched_getaffinity), so at "
+                      "most %d here: the runtime measures cores that run at once, each with a "
+                      "query thread%s of its own; more would take turns on the CPUs (the model, "
+                      "`tierlab model run`, takes any number of cores)",
+                      p->cores, cpus, cpus, p->config == TL_APCACHE_BASE ? "" : " and a worker");
     if (p->k < 1) return tl_err(err, errlen, TIERLAB_EINVAL, "k must be at least 1");
     if (p->sample_ns < 1000000)
         return tl_err(err, errlen, TIERLAB_EINVAL, "sample_ns must be >= 1000000 (1 ms)");
@@ -172,20 +186,18 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
     tl_plan_cpus(r);
     if (r->pin) r->dev.spin_ns = TL_SPIN_FULL_NS;
     r->handoff_spin_ns = r->pin ? TL_HANDOFF_SPIN_NS : 0;
+    /* Shard 0 and the workload first: the plan (plan.c) needs their sizes,
+     * and is checked before the other shards take their copies. */
     uint64_t dev_addr = 0, key = 0;
-    for (uint32_t i = 0; i < r->nshards; i++) {
-        tl_shard *s = &r->sh[i];
-        s->id = i;
-        if (i > 0 && !p->emulated) {
-            rc = tl_shard_copy(r, s, err, errlen);
-            if (rc) return rc;
-        }
-        rc = tl_shard_open(r, s, &dev_addr, &key, err, errlen);
-        if (rc) return rc;
-    }
+    r->sh[0].id = 0;
+    rc = tl_shard_open(r, &r->sh[0], &dev_addr, &key, err, errlen);
+    if (rc) return rc;
     rc = tl_workload_parse(r, r->sh[0].ix, err, errlen);
     if (rc) return rc;
     tl_workload *w = &r->wl;
+    tierlab_index_info info;
+    tierlab_index_get_info(r->sh[0].ix, &info);
+    r->k = info.docs && info.docs < p->k ? (uint32_t)info.docs : p->k;
     /* sizes: segments of every occurrence, the largest block, the largest term */
     size_t bounce = r->sh[0].ix->dc->max_encoded_bytes(TIERLAB_MAX_BLOCK);
     size_t fb = r->sh[0].ix->fc->max_encoded_bytes(TIERLAB_MAX_BLOCK);
@@ -203,6 +215,18 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
         if (n > r->max_term_segments) r->max_term_segments = n;
     }
     r->page_cap_bytes = tl_is_hybrid(cfg) ? p->dram_budget_bytes : p->cache_bytes;
+    rc = tl_plan_check(r, err, errlen);
+    if (rc) return rc;
+    for (uint32_t i = 1; i < r->nshards; i++) {
+        tl_shard *s = &r->sh[i];
+        s->id = i;
+        if (!p->emulated) {
+            rc = tl_shard_copy(r, s, err, errlen);
+            if (rc) return rc;
+        }
+        rc = tl_shard_open(r, s, &dev_addr, &key, err, errlen);
+        if (rc) return rc;
+    }
     if (p->emulated) {
         uint64_t cap = r->page_cap_bytes ? r->page_cap_bytes : key * TL_PAGE;
         rc = tl_pcache_init(&r->pc, &r->dev, key ? key : 1, cap, p->readahead_bytes);
@@ -222,11 +246,11 @@ static int tl_setup(tl_run *r, char *err, size_t errlen) {
             if (rc) return tl_err(err, errlen, rc, "cannot create the segment cache");
             s->has_cache = 1;
         }
-        s->qctx = tierlab_query_ctx_new(s->ix, p->k);
+        s->qctx = tierlab_query_ctx_new(s->ix, r->k);
         s->rec = calloc(w->nq, sizeof *s->rec);
         s->missed = calloc(w->nocc + 1, 1);
         s->bypass = calloc(w->nocc + 1, 1);
-        if (p->write_hits && i == 0) s->hits = malloc((size_t)w->nq * p->k * sizeof *s->hits);
+        if (p->write_hits && i == 0) s->hits = malloc((size_t)w->nq * r->k * sizeof *s->hits);
         if (!s->qctx || !s->rec || !s->missed || !s->bypass || (p->write_hits && i == 0 && !s->hits))
             return tl_err(err, errlen, TIERLAB_ENOMEM, "out of memory for shard %u", i);
         for (int t = 0; t < TIERLAB_QUERY_MAX_TERMS; t++)

@@ -99,6 +99,10 @@ typedef struct tl_run {
     int pc_inited;
     uint64_t page_cap_bytes;   /* page-cache cap of this configuration, 0 = none */
     uint64_t nsegments;        /* per shard */
+    /* results kept per query: p.k, at most the index's documents (no query
+     * has more hits; the query buffers and hits are sized by it) */
+    uint32_t k;
+    uint64_t planned_bytes;    /* memory the run planned (plan.c) */
     size_t bounce_bytes;
     uint64_t max_term_segments;
     _Atomic int stop;          /* user asked to stop (progress callback) */
@@ -190,6 +194,11 @@ void *tl_sampler(void *arg);
 int tl_blk_stat(const char *dev, uint64_t *reads, uint64_t *ticks);
 uint64_t tl_slow_static_bytes(tl_run *r);
 uint64_t tl_proc_io_read_bytes(void);
+
+/* ---- plan.c: the resource guard ---------------------------------------------- */
+/* The run's memory and files against what the machine has (plan.c's header);
+ * 0, or TIERLAB_ENOMEM with the numbers in err. */
+int tl_plan_check(tl_run *r, char *err, size_t errlen);
 
 /* ---- report.c --------------------------------------------------------------- */
 int tl_report_write(tl_run *r, char *err, size_t errlen);

@@ -40,6 +40,15 @@ int tl_cache_state_init(tl_cache_state *cs, int policy, uint64_t nterms, uint64_
     return cs->pins && cs->ready ? 0 : TIERLAB_ENOMEM;
 }
 
+uint64_t tl_cache_state_bytes(int policy, uint64_t nterms, uint64_t nsegments, int adaptive,
+                              uint64_t max_pending) {
+    tl_cache_state *cs = NULL;
+    uint64_t n = nterms ? nterms : 1;
+    return tierlab_segcache_bytes(policy, nterms, nsegments) +
+           (adaptive ? tierlab_lookahead_bytes(max_pending) : 0) +
+           n * (sizeof *cs->pins + sizeof *cs->ready);
+}
+
 void tl_cache_state_free(tl_cache_state *cs) {
     tierlab_lookahead_free(cs->la);
     tierlab_segcache_free(cs->sc);

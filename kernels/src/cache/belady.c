@@ -97,6 +97,7 @@ const tlc_policy tlc_belady = {
     .name = "belady",
     .init = bel_init,
     .destroy = bel_destroy,
+    .key_bytes = sizeof(uint32_t) + sizeof(uint32_t) + sizeof(uint64_t), /* heap, pos, next */
     .hit = bel_hit,
     .insert = bel_insert,
     .victim = bel_victim,

@@ -68,6 +68,12 @@ int tierlab_cache_new(int policy, uint64_t nkeys, uint64_t capacity, tierlab_cac
     return 0;
 }
 
+uint64_t tierlab_cache_bytes(int policy, uint64_t nkeys) {
+    uint64_t per_key = sizeof(tlc_node);
+    if (policy >= 0 && tierlab_policy_name((size_t)policy)) per_key += tlc_policies[policy]->key_bytes;
+    return sizeof(tierlab_cache) + (nkeys + TLC_LISTS) * per_key;
+}
+
 void tierlab_cache_free(tierlab_cache *c) {
     if (c == NULL) return;
     if (c->pol && c->pol->destroy) c->pol->destroy(c);

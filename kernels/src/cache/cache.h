@@ -61,6 +61,9 @@ struct tlc_policy {
     /* Optional: set up c->ps; 0 or TIERLAB_ENOMEM (destroy still runs). */
     int (*init)(tierlab_cache *c);
     void (*destroy)(tierlab_cache *c); /* optional */
+    /* Bytes per key of the policy's own state (init's arrays), for
+     * tierlab_cache_bytes; 0 when it keeps none per key. */
+    uint32_t key_bytes;
     /* A held key was used again. */
     void (*hit)(tierlab_cache *c, uint32_t key, uint64_t next_use);
     /* Optional: a key not held was requested; called before the miss path

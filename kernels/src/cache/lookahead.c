@@ -14,6 +14,11 @@ struct tierlab_lookahead {
     uint64_t cap, head, n;
 };
 
+uint64_t tierlab_lookahead_bytes(uint64_t max_pending) {
+    tierlab_lookahead *la = NULL;
+    return sizeof *la + max_pending * sizeof *la->ring;
+}
+
 int tierlab_lookahead_new(uint64_t total_segments, uint64_t max_pending,
                           tierlab_lookahead **out) {
     if (out == NULL) return TIERLAB_EINVAL;

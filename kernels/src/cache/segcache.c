@@ -50,6 +50,13 @@ static void sc_release(void *ctx, uint64_t term, uint64_t size) {
     s->slot[term] = 0;
 }
 
+uint64_t tierlab_segcache_bytes(int policy, uint64_t nterms, uint64_t nsegments) {
+    tierlab_segcache *s = NULL;
+    return sizeof *s + tierlab_cache_bytes(policy, nterms) +
+           nsegments * (sizeof *s->next + sizeof *s->tail + sizeof *s->len) +
+           (nterms ? nterms : 1) * sizeof *s->slot;
+}
+
 int tierlab_segcache_new(int policy, uint64_t nterms, uint64_t nsegments,
                          uint64_t segment_bytes, void *memory, tierlab_segcache **out) {
     if (out == NULL) return TIERLAB_EINVAL;

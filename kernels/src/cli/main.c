@@ -251,7 +251,11 @@ static int tl_cmd_apcache(int argc, char **argv) {
             } else p.lookahead = (uint32_t)u;
         } else if (!strcmp(o, "--cores") || !strcmp(o, "--k") ||
                    !strcmp(o, "--device-queue-depth")) {
-            if (!(bad = tl_parse_u64("apcache", o, v, &u)) && u > UINT32_MAX) bad = -1;
+            if (!(bad = tl_parse_u64("apcache", o, v, &u)) && u > UINT32_MAX) {
+                fprintf(stderr, "tierlab-kernels apcache: %s: at most %u, not '%s'\n", o,
+                        UINT32_MAX, v);
+                return 2;
+            }
             uint32_t x = (uint32_t)u;
             if (!strcmp(o, "--cores")) p.cores = x;
             else if (!strcmp(o, "--k")) p.k = x;
@@ -294,7 +298,7 @@ static int tl_cmd_apcache(int argc, char **argv) {
      * shard copies. */
     signal(SIGPIPE, SIG_IGN);
     tl_stop_with_parent();
-    char err[TIERLAB_ERRMSG];
+    char err[4 * TIERLAB_ERRMSG]; /* a refused plan lists its numbers */
     int rc = tierlab_apcache_run(argv[2], argv[3], &p, argv[4], tl_progress_line, NULL, err,
                                  sizeof err);
     if (rc == TIERLAB_ECANCELED) {

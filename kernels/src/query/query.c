@@ -42,6 +42,12 @@ static uint64_t tl_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t tl_query_ctx_bytes(uint32_t k) {
+    tierlab_query_ctx *q = NULL;
+    return sizeof *q + (uint64_t)k * (sizeof *q->heap + sizeof *q->out + sizeof *q->tmp) +
+           2u * TIERLAB_QUERY_MAX_TERMS * TIERLAB_MAX_BLOCK * sizeof *q->bufs;
+}
+
 tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k) {
     if (!ix || k == 0) return NULL;
     tierlab_query_ctx *q = calloc(1, sizeof *q);

@@ -71,6 +71,9 @@ struct tierlab_query_ctx {
     char err[TIERLAB_ERRMSG];
 };
 
+/* The bytes tierlab_query_ctx_new allocates for k (a resource guard's plan). */
+uint64_t tl_query_ctx_bytes(uint32_t k);
+
 /* BM25 term weight; the expression is the specification (query.c's header). */
 static inline double tl_bm25(double idf, uint32_t f) {
     double x = (double)f;

@@ -1,0 +1,140 @@
+"""User mistakes are one line on stderr and exit status 2, and leave no
+output behind; real bugs keep their traceback (issue 19, part 4: the cases
+reported, and what tests/cli/test_cli_fuzz.py found, as regressions)."""
+from __future__ import annotations
+
+import pytest
+
+from tierlab.cli import main
+from tierlab.core.errors import TierlabError
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("errors")
+    assert main(["corpus", "generate", "--docs", "800", "--doc-bytes", "256", "--quiet",
+                 "--out", str(d / "c.txt")]) == 0
+    assert main(["index", "build", str(d / "c.txt"), "--quiet", "--out", str(d / "idx")]) == 0
+    assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", "H",
+                 "--queries", "20", "--quiet", "--out", str(d / "h.queries")]) == 0
+    return d
+
+
+def fails(capsys, argv) -> str:
+    """Run `tierlab ARGV`: exit status 2 with one line on stderr, no
+    traceback; returns that line."""
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    return err.strip()
+
+
+def test_issue19_query_run_k_beyond_32_bits(data, tmp_path, capsys):
+    err = fails(capsys, ["query", "run", str(data / "idx"), str(data / "h.queries"), "--out",
+                         str(tmp_path / "q.parquet"), "--k", "4294967296", "--quiet"])
+    assert "k: 4294967296 is not a whole number 1 .. 4294967295" in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_issue19_query_terms_largest_k_answers(data, capsys):
+    first = (data / "h.queries").read_text().split()[0]
+    assert main(["query", "terms", str(data / "idx"), first, "--k", "4294967295"]) == 0
+    assert "hits" in capsys.readouterr().out
+
+
+def test_issue19_results_naming_a_folder(data, tmp_path, capsys):
+    out = tmp_path / "q.parquet"
+    err = fails(capsys, ["query", "run", str(data / "idx"), str(data / "h.queries"), "--out",
+                         str(out), "--results", str(tmp_path), "--quiet"])
+    assert f"--results {tmp_path}: is a folder" in err
+    assert not out.exists()
+    err = fails(capsys, ["apcache", "run", "--index", str(data / "idx"), "--workload",
+                         str(data / "h.queries"), "--out", str(tmp_path / "ap"), "--results",
+                         str(tmp_path), "--quiet"])
+    assert "is a folder" in err and not (tmp_path / "ap").exists()
+
+
+def test_issue19_trace_naming_a_file_leaves_no_table(data, tmp_path, capsys):
+    """--trace naming an existing file failed after the --out table and its
+    summary were written, so the run looked complete."""
+    out, trace = tmp_path / "q.parquet", tmp_path / "t"
+    trace.write_text("mine\n")
+    err = fails(capsys, ["query", "run", str(data / "idx"), str(data / "h.queries"), "--out",
+                         str(out), "--trace", str(trace), "--results", str(tmp_path / "r.tsv"),
+                         "--quiet"])
+    assert f"--trace {trace}: exists and is not a folder" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+    assert trace.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("out", ["afile/q.parquet", "q.txt", ""])
+def test_out_that_cannot_be_written(data, tmp_path, capsys, out):
+    (tmp_path / "afile").write_text("x")
+    fails(capsys, ["query", "run", str(data / "idx"), str(data / "h.queries"), "--out",
+                   str(tmp_path / out) if out else out, "--quiet"])
+
+
+def test_issue19_overlong_query_names_the_file_line(data, tmp_path, capsys):
+    """A query of 18 terms on line 5001: the file's line, not a position in
+    the 4096-query batch it falls in."""
+    log = tmp_path / "log.queries"
+    first = (data / "h.queries").read_text().split()[0]
+    log.write_text(f"{first}\n" * 5000 + " ".join(f"t{i}" for i in range(18)) + "\n")
+    err = fails(capsys, ["query", "run", str(data / "idx"), str(log), "--out",
+                         str(tmp_path / "q.parquet"), "--quiet"])
+    assert f"{log}:5001: 18 terms" in err
+    assert not (tmp_path / "q.parquet").exists()
+
+
+def test_a_usage_error_is_one_line(capsys):
+    err = fails(capsys, ["query", "run"])
+    assert err.startswith("tierlab query run: error: the following arguments are required")
+    assert "--help" in err
+
+
+def test_a_multi_line_error_is_joined(data, tmp_path, capsys):
+    """corpus stats --verify lists every mismatch: on one line."""
+    import shutil
+
+    c = tmp_path / "c.txt"
+    for f in data.glob("c.txt*"):
+        shutil.copy(f, tmp_path / f.name)
+    c.write_bytes(c.read_bytes() + b"extra words here\n")
+    err = fails(capsys, ["corpus", "stats", str(c), "--verify"])
+    assert "does not match its manifest:" in err
+
+
+def test_a_spec_file_that_is_not_utf8(data, tmp_path, capsys):
+    spec = tmp_path / "s.yaml"
+    spec.write_bytes(b"\x9e\xff cores: 1\n")
+    err = fails(capsys, ["apcache", "run", str(spec), "--index", str(data / "idx"), "--quiet"])
+    assert "not UTF-8 text" in err
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, capsys):
+    """Only TierlabError (and argparse's usage errors) are the user's: any
+    other exception is a bug and propagates with its traceback."""
+    from tierlab.cli import list_
+
+    def broken(args):
+        raise ValueError("a bug")
+    real = list_.register
+
+    def register(sub):
+        real(sub)
+        sub.choices["list"].set_defaults(func=broken)
+    monkeypatch.setattr(list_, "register", register)
+    with pytest.raises(ValueError, match="a bug"):
+        main(["list", "codecs"])
+
+    def user_error(args):
+        raise TierlabError("first line\n  second\n  third")
+    monkeypatch.setattr(list_, "register", lambda sub: (real(sub), sub.choices["list"]
+                                                        .set_defaults(func=user_error)))
+    assert main(["list", "codecs"]) == 2
+    assert capsys.readouterr().err == "tierlab: error: first line second; third\n"
