@@ -77,7 +77,30 @@ def _run(cmd: list[str], env: dict | None = None, timeout: float = 600, cwd: Pat
 def release_build() -> Path:
     """`make build`'s tree; built here (same options) when pytest runs alone."""
     return _build(BUILD / "release", "-DCMAKE_BUILD_TYPE=Release", "-DTIERLAB_WERROR=ON",
-                  targets=("tierlab-unit",))
+                  targets=("tierlab-unit", "tierlab-kernels"))
+
+
+def test_python_loads_the_build_of_these_sources(release_build):
+    """The Python tests load tierlab/_native/ (what `make build` copied), the C
+    tests build/release/ from the sources as they are now: after an edit of
+    kernels/ without `make build` the two differ and the Python tests would
+    pass or fail on the old kernels. The release build is reproducible
+    (no paths or dates in it), so a copy of the current build is the same
+    bytes."""
+    from tierlab.core import native
+
+    if os.environ.get("TIERLAB_NATIVE_DIR"):
+        pytest.skip(f"TIERLAB_NATIVE_DIR={os.environ['TIERLAB_NATIVE_DIR']} picks the library")
+    loaded = native.native_dir()
+    stale = []
+    for name, built in (("libtierlab.so", release_build / "libtierlab.so"),
+                        ("tierlab.h", REPO / "kernels" / "include" / "tierlab.h"),
+                        ("tierlab-kernels", release_build / "tierlab-kernels")):
+        have = loaded / name
+        if not have.exists() or have.read_bytes() != built.read_bytes():
+            stale.append(f"{have} is not {built}")
+    assert not stale, ("the Python tests load another build of the kernels than these sources "
+                       "give: run `make build`\n" + "\n".join(stale))
 
 
 def test_unit_release(release_build):
