@@ -2,7 +2,8 @@
 (docs/engine.md; tierlab.h's index section): tokenising, postings, BM25 and top-k
 with the DID tie-break, SINGLE and AND. It shares no code with the C kernels,
 and it reads the index files with its own parser of kernels/formats/index.md,
-so the format document is tested too."""
+so the format document is tested too. Blocks are decoded by default with the
+pure-Python decoders of the codec documents (tests/format_decoders.py)."""
 from __future__ import annotations
 
 import math
@@ -82,9 +83,13 @@ def read_header(path: Path) -> dict:
                 kind=kind)
 
 
-def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], dict]:
-    """All postings of an index directory. decode(kind, data, n, prev) -> list of
-    n ints, kind 'did' or 'freq' (the codec is the caller's)."""
+def blocks(path: Path):
+    """The file structure of an index directory (index.md), in one place:
+    yields, per term in dictionary order, (term, postings, [block, ...]) with
+    each block a dict of n, prev, first_did, did (its encoded DID bytes) and
+    freq (its encoded freq bytes), after checking the dictionary (sorted,
+    prefixes), the skip records (counts, the sentinel, back-to-back blocks)
+    and the tiling of the files. Reads the header for block size and terms."""
     path = Path(path)
     h = read_header(path / "dict.bin")
     B = h["block_size"]
@@ -93,8 +98,8 @@ def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], 
     dids = (path / "dids.bin").read_bytes()
     freqs = (path / "freqs.bin").read_bytes()
     pool = 128 + 32 * h["terms"]
-    out = {}
     prev_term = None
+    ends = (128, 128, 128)  # where the previous term's skip record, DID and freq blocks end
     for i in range(h["terms"]):
         prefix, skip_off, term_off, term_len, n_post = struct.unpack_from("<QQQII", dct, 128 + 32 * i)
         term = dct[pool + term_off: pool + term_off + term_len]
@@ -105,16 +110,49 @@ def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], 
         assert p == n_post and nb == -(-p // B)
         ents = [struct.unpack_from("<IIQQ", skip, skip_off + 8 + 24 * b) for b in range(nb + 1)]
         assert ents[-1][0] == 0xFFFFFFFF
-        lst = []
+        assert (skip_off, ents[0][2], ents[0][3]) == ends  # the files are tiled, no gaps
+        ends = (skip_off + 8 + 24 * (nb + 1), ents[-1][2], ents[-1][3])
+        out = []
         for b in range(nb):
             first, prev, doff, foff = ents[b]
-            n = B if b < nb - 1 else p - B * (nb - 1)
-            d = decode("did", dids[doff:ents[b + 1][2]], n, prev)
-            f = decode("freq", freqs[foff:ents[b + 1][3]], n, 0)
-            assert d[0] == first
-            assert prev == (lst[-1][0] if lst else 0)
+            out.append(dict(n=B if b < nb - 1 else p - B * (nb - 1), prev=prev, first_did=first,
+                            did=dids[doff:ents[b + 1][2]], freq=freqs[foff:ents[b + 1][3]]))
+        yield term, p, out, ents[-1][1]
+    assert ends == (len(skip), len(dids), len(freqs))
+
+
+def python_decoder(codec: str):
+    """decode(kind, data, n, prev) with the independent decoders of
+    tests/format_decoders.py (kind 'did' or 'freq'); every block must use
+    all its bytes."""
+    import format_decoders as fd
+
+    names = {"did": codec, "freq": fd.FREQ[codec]}
+
+    def decode(kind, data, n, prev):
+        vals, used = fd.decode(names[kind], data, n, prev)
+        assert used == len(data), (kind, used, len(data))
+        return vals
+    return decode
+
+
+def read_index(path: Path, decode=None) -> tuple[dict[bytes, list[tuple[int, int]]], dict]:
+    """All postings of an index directory. decode(kind, data, n, prev) -> list of
+    n ints, kind 'did' or 'freq'; by default the pure-Python decoders of the
+    format documents (python_decoder), so nothing of the C kernels is used."""
+    path = Path(path)
+    h = read_header(path / "dict.bin")
+    decode = decode or python_decoder(h["codec"])
+    out = {}
+    for term, p, blks, last_did in blocks(path):
+        lst = []
+        for blk in blks:
+            d = decode("did", blk["did"], blk["n"], blk["prev"])
+            f = decode("freq", blk["freq"], blk["n"], 0)
+            assert d[0] == blk["first_did"]
+            assert blk["prev"] == (lst[-1][0] if lst else 0)
             lst.extend(zip(d, f))
-        assert ents[-1][1] == lst[-1][0]
+        assert last_did == lst[-1][0] and len(lst) == p
         out[term] = lst
     return out, h
 
