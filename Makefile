@@ -56,12 +56,15 @@ demo: venv build
 	$(BIN)/tierlab bench codecs --out bench/results/codecs-demo.json --plot bench/results/codecs-demo.png
 
 # Full-size benchmarks; each writes JSON (and a plot) under bench/results/.
+# Then the tests marked slow or bench (pyproject.toml): the long runs and the
+# measured magnitudes that `make test` leaves out.
 bench: venv build
 	$(BIN)/tierlab bench codecs --out bench/results/codecs.json --plot bench/results/codecs.png
 	$(BIN)/tierlab bench index --out bench/results/index.json --plot bench/results/index.png
 	$(BIN)/tierlab bench pisa --out bench/results/pisa.json
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
+	$(BIN)/pytest -q -m "slow or bench"
 
 clean:
 	rm -rf $(BUILD) $(NATIVE)

@@ -26,6 +26,7 @@ from tierlab.core.errors import TierlabError
 from tierlab.engine import workload as wl
 from tierlab.model import indexmeta, sim
 from tierlab.model import replay
+from tierlab.model.costs import CostModel
 
 # where a replayed trace's CPU time per query comes from: the cost table, or the
 # latency `tierlab query run` measured for each query (an all-DRAM run)
@@ -176,16 +177,49 @@ def load(path: str | os.PathLike | None, overrides: dict | None = None) -> RunCo
 
 # --- inputs ------------------------------------------------------------------------
 
-class InlineCosts:
+class InlineCosts(CostModel):
     """Costs given in the configuration: per query type query_ns, block_ns,
-    posting_ns (the formula of model/costs.py)."""
+    posting_ns (the formula of model/costs.py). Nothing else is measured, so
+    every other part of the cost model is neutral: no result or candidate
+    terms, no decode timing, free hand-offs and copies (at the tier's own
+    speed), cores that do not slow each other, no page-cache costs."""
 
     def __init__(self, table: dict):
         self.table = {t: {k: float(table[t].get(k, 0.0)) for k in COST_KEYS} for t in table}
 
-    def query_cpu_ns(self, qtype: str, blocks, postings) -> float:
+    def query_cpu_ns(self, qtype: str, blocks_decoded, postings_scored) -> float:
         c = self.table[qtype]
-        return c["query_ns"] + c["block_ns"] * blocks + c["posting_ns"] * postings
+        return c["query_ns"] + c["block_ns"] * blocks_decoded + c["posting_ns"] * postings_scored
+
+    def extra_cpu_ns(self, qtype, results, candidates):
+        return 0.0
+
+    def decode_block_ns(self) -> None:
+        return None
+
+    def handoff(self) -> tuple[float, float]:
+        return 0.0, 0.0
+
+    def wake_samples(self) -> None:
+        return None
+
+    def copy_rate(self) -> None:
+        return None
+
+    def cpu_factor(self, cores: int) -> tuple[float, str]:
+        if cores <= 1:
+            return 1.0, "one core"
+        return 1.0, ("none: costs given inline have no 'cores' section; cores do not slow "
+                     "each other down here")
+
+    def page_hit_ns(self) -> float:
+        return 0.0
+
+    def page_touch_ns(self) -> float:
+        return 0.0
+
+    def page_miss_ns(self) -> float:
+        return 0.0
 
     def describe(self) -> dict:
         return {"from": "config", **self.table}
@@ -201,12 +235,8 @@ def load_costs(c):
     return costs_mod.Costs.load(c)
 
 
-def describe_costs(costs) -> dict:
-    if isinstance(costs, InlineCosts):
-        return costs.describe()
-    return {"from": getattr(costs, "index", None) or "table", "codec": costs.codec,
-            "single": costs.single.as_dict(), "and": costs.and_.as_dict(),
-            "created_at": costs.created_at}
+def describe_costs(costs: CostModel) -> dict:
+    return costs.describe()
 
 
 def _materialise_floor(w: dict, documents: int) -> int | None:
@@ -288,7 +318,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     def page_cost(key):  # ns, or the cost table's measurement (0 for a table without it)
         if v[key] != "table":
             return float(v[key])
-        return getattr(costs, key)() if hasattr(costs, key) else 0.0
+        return getattr(costs, key)()  # page_hit_ns, page_touch_ns, page_miss_ns: CostModel's
 
     p = dataclasses.replace(p, **{key: page_cost(key) for key in PAGE_COST_KEYS})
     dev = specs.load(v["device"], kind="storage")

@@ -83,6 +83,7 @@ import re
 import sys
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,8 +144,65 @@ class Coefficients:
         return out
 
 
+class CostModel(ABC):
+    """What the model (model/sim.py, model/config.py) asks a cost table: the
+    one interface of the measured table (Costs), costs given inline in a run
+    spec (config.InlineCosts) and the tests' fakes. The model calls every
+    method unconditionally, so a method renamed in one implementation fails
+    loudly (the class cannot be instantiated, or the call raises) instead of
+    silently charging nothing; tests/model/test_cost_model.py checks that
+    Costs implements all of them. A table without a measurement returns the
+    neutral value each method names (0, None, (1.0, why))."""
+
+    @abstractmethod
+    def query_cpu_ns(self, qtype, blocks_decoded, postings_scored):
+        """query_ns + block_ns * blocks + posting_ns * postings of the type."""
+
+    @abstractmethod
+    def extra_cpu_ns(self, qtype, results, candidates):
+        """result_ns * results + candidate_ns * candidates; 0 without them."""
+
+    @abstractmethod
+    def decode_block_ns(self) -> float | None:
+        """Decode time of a DID block plus its freq block; None without it
+        (then the whole per-block cost counts as decoding)."""
+
+    @abstractmethod
+    def handoff(self) -> tuple[float, float]:
+        """(wake_ns, signal_ns) of a thread hand-off; (0.0, 0.0) without it."""
+
+    @abstractmethod
+    def wake_samples(self):
+        """Every measured wake-up (ns, sorted array); None without them."""
+
+    @abstractmethod
+    def copy_rate(self) -> float | None:
+        """Bytes/s of the worker's copy into the segment cache; None without it."""
+
+    @abstractmethod
+    def cpu_factor(self, cores: int) -> tuple[float, str]:
+        """(factor, where it comes from) of `cores` cores querying at once;
+        (1.0, why) without a measurement."""
+
+    @abstractmethod
+    def page_hit_ns(self) -> float:
+        """ns per block read through the emulated page cache; 0.0 without it."""
+
+    @abstractmethod
+    def page_touch_ns(self) -> float:
+        """ns per 4 KiB page a base-prefetch worker touches; 0.0 without it."""
+
+    @abstractmethod
+    def page_miss_ns(self) -> float:
+        """ns per read's frame bookkeeping in the emulated page cache; 0.0 without it."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """Where the costs come from, for a run's params (`from` and what matters)."""
+
+
 @dataclass
-class Costs:
+class Costs(CostModel):
     """A cost table (see the module docstring); JSON layout in `to_dict`."""
 
     single: Coefficients
@@ -201,6 +259,15 @@ class Costs:
             is_and = t == "and"
             out = np.where(is_and, pick("and").predict(b, p, r), pick("single").predict(b, p, r))
         return float(out) if np.ndim(out) == 0 else out
+
+    def decode_block_ns(self) -> float | None:
+        """The `decode` section's ns per DID block plus per freq block (the
+        model charges the tier factor to this part of a block's cost); None
+        for a table without it."""
+        did, freq = self.decode.get("did_block_ns"), self.decode.get("freq_block_ns")
+        if did is None:
+            return None
+        return float(did) + float(freq or 0.0)
 
     def handoff(self) -> tuple[float, float]:
         """(wake_ns, signal_ns) of the table's `threads` section (measured by
@@ -319,6 +386,11 @@ class Costs:
             t = np.asarray(qtype)
             out = np.where(t == "and", part("and"), part("single"))
         return float(out) if np.ndim(out) == 0 else out
+
+    def describe(self) -> dict:
+        return {"from": self.index or "table", "codec": self.codec,
+                "single": self.single.as_dict(), "and": self.and_.as_dict(),
+                "created_at": self.created_at}
 
     def missing(self) -> str | None:
         """What a cached table of an older tierlab lacks that `measure` now

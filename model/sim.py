@@ -35,6 +35,7 @@ from tierlab.core import registry, runspec
 from tierlab.core.errors import TierlabError
 
 from tierlab.model import actors
+from tierlab.model.costs import CostModel
 from tierlab.model.device import Device, Slots
 from tierlab.model.indexmeta import IndexMeta
 from tierlab.model.pagecache import PAGE, PageCache, PageMap
@@ -189,17 +190,6 @@ def shortest_postings(trace, index) -> np.ndarray:
     return out
 
 
-def decode_ns_per_block(costs) -> float | None:
-    """Measured decode time of a DID block plus its freq block (the cost
-    table's `decode` section, model/costs.py), or None when the table has
-    none (then the whole per-block cost counts as decoding)."""
-    d = getattr(costs, "decode", None) or {}
-    did, freq = d.get("did_block_ns"), d.get("freq_block_ns")
-    if did is None:
-        return None
-    return float(did) + float(freq or 0.0)
-
-
 # --- the resource guard (tierlab.h "Resource guards") -----------------------------
 # A run whose planned memory exceeds what the machine has for this process is
 # refused with the numbers before the big allocations, by the rule the native
@@ -270,6 +260,9 @@ class Simulation:
     def __init__(self, index: IndexMeta, trace: Replay, params: Params, costs, device_spec,
                  tier_spec=None, *, log: list | None = None, cache_classes=None,
                  seed: int = 0, drawn_wake_ups: bool = False):
+        if not isinstance(costs, CostModel):
+            raise TierlabError(f"costs: a cost table (model/costs.py CostModel), not "
+                               f"{type(costs).__name__}")
         p = params
         configs = registry.configs()
         if p.config not in configs:
@@ -319,7 +312,7 @@ class Simulation:
         chain = (index.term_bytes + 8 * index.blocks)[ref] if len(ref) else np.zeros(0, np.int64)
         # a copy goes at the tier's write bandwidth, or slower: the rate at which the
         # runtime's worker copies page by page (the cost table's, when it has it)
-        rate = costs.copy_rate() if hasattr(costs, "copy_rate") else None
+        rate = costs.copy_rate()
         self.copy_ns = [self.tier.copy_ns(int(b), rate) for b in chain] if self.tier else []
         # what serving a whole term from the slow tier reads (model/tier.py stall_ns)
         self.term_segs = seg.tolist() if len(ref) else []
@@ -351,21 +344,20 @@ class Simulation:
                              np.float64) - fixed
         total = np.array([costs.query_cpu_ns(t, int(b), int(s)) for t, b, s in
                           zip(qt, qb, trace.postings_scored)], np.float64)
-        if hasattr(costs, "extra_cpu_ns"):  # the table's result and candidate terms
-            total += np.asarray(costs.extra_cpu_ns(
-                np.asarray(qt), np.minimum(trace.postings_scored, p.k),
-                shortest_postings(trace, index)), np.float64)
+        # the table's result and candidate terms (0 for a table without them)
+        total += np.asarray(costs.extra_cpu_ns(
+            np.asarray(qt), np.minimum(trace.postings_scored, p.k),
+            shortest_postings(trace, index)), np.float64)
         if trace.cpu_ns is not None:  # a replay with each query's measured CPU time
             total = np.asarray(trace.cpu_ns[: len(qt)], np.float64)
-        self.decode_ns = decode_ns_per_block(costs)
+        self.decode_ns = costs.decode_block_ns()
         decode = per_block if self.decode_ns is None else \
             np.minimum(per_block, self.decode_ns * qb)
         decode = np.minimum(decode, total)
         # cores querying their own index copies at once share the last-level cache
         # and memory bandwidth: each query's CPU work takes longer (the table's
         # `cores` section, measured; tierlab.model.costs.core_costs)
-        self.cpu_factor, self.cpu_factor_source = (
-            costs.cpu_factor(p.cores) if hasattr(costs, "cpu_factor") else (1.0, "one core"))
+        self.cpu_factor, self.cpu_factor_source = costs.cpu_factor(p.cores)
         total, decode = total * self.cpu_factor, decode * self.cpu_factor
         reps = p.passes
         self.cpu_fixed = np.tile(total - decode, reps).tolist()  # all but the decoding
@@ -373,15 +365,14 @@ class Simulation:
         self.q_blocks = np.tile(qb, reps).tolist()
         self.costs = costs
         # thread hand-off (the cost table's `threads`, tierlab_apcache_handoff_ns)
-        wake, sig = costs.handoff() if hasattr(costs, "handoff") else (0.0, 0.0)
+        wake, sig = costs.handoff()
         self.wake_ns, self.signal_ns = int(wake + 0.5), int(sig + 0.5)
         # drawn_wake_ups: each wake-up drawn from the measured ones (when the
         # table has them): their rare long tail (a vCPU not running) is what
         # tips a prefetching run on a small cache into thrashing; seeded, so a
         # run is reproducible. Off by default: how often the tail comes varies
         # between measurements on one machine (model/README.md).
-        samples = (costs.wake_samples() if drawn_wake_ups and hasattr(costs, "wake_samples")
-                   else None)
+        samples = costs.wake_samples() if drawn_wake_ups else None
         self._wakes = None
         if samples is not None and len(samples):
             self._wakes = np.rint(samples).astype(np.int64)

@@ -14,6 +14,7 @@
  * A plain main returning an exit status; prints what failed. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,12 +91,20 @@ static void test_device_late(void) {
               atomic_load(&d.late_ns) >= 2000,
           "a 4 MiB pread outlasts a ~0 ns plan: late");
     tl_device_destroy(&d);
-    CHECK(tl_device_init(&d, 1, 1e18, 50e6, 0, 1) == 0, "device init"); /* 50 ms */
-    v.iov_base = buf;
-    v.iov_len = 4096;
-    CHECK(tl_device_read(&d, fd, &v, 1, 0, 0, 4096) == 0, "read 4 KiB");
-    CHECK(atomic_load(&d.late_preads) == 0, "a 4 KiB pread fits in 50 ms: not a late pread");
-    tl_device_destroy(&d);
+    /* A 4 KiB pread fits in a 50 ms plan, unless this process is not run for
+     * 50 ms (a loaded machine, a sanitizer build): that is not the rule
+     * failing, so the read may be tried again, on a fresh device each time.
+     * A device that counted every read late fails all five. */
+    int late = 1;
+    for (int attempt = 0; attempt < 5 && late; attempt++) {
+        CHECK(tl_device_init(&d, 1, 1e18, 50e6, 0, 1) == 0, "device init"); /* 50 ms */
+        v.iov_base = buf;
+        v.iov_len = 4096;
+        CHECK(tl_device_read(&d, fd, &v, 1, 0, 0, 4096) == 0, "read 4 KiB");
+        late = atomic_load(&d.late_preads) != 0;
+        tl_device_destroy(&d);
+    }
+    CHECK(!late, "a 4 KiB pread fits in 50 ms: not a late pread (5 tries)");
     free(buf);
     close(fd);
 }
@@ -227,15 +236,17 @@ static void test_populate(void) {
     free((void *)a);
 }
 
-/* The hand-off timing the model is calibrated with: positive, and a woken
- * thread runs no sooner than its broadcast (medians of a few rounds). */
+/* The hand-off timing the model is calibrated with: positive and finite, as a
+ * woken thread runs no sooner than its broadcast (medians of a few rounds).
+ * How long it takes is a measurement of the machine, not checked here
+ * (tests/bench/test_measured_magnitudes.py). */
 static void test_handoff(void) {
     double wake = -1, sig = -1;
     CHECK(tierlab_apcache_handoff_ns(0, &wake, &sig) == TIERLAB_EINVAL, "n = 0");
     CHECK(tierlab_apcache_handoff_ns(5, NULL, &sig) == TIERLAB_EINVAL, "NULL out");
     CHECK(tierlab_apcache_handoff_ns(21, &wake, &sig) == 0, "handoff");
-    CHECK(wake > 0 && wake < 1e8 && sig > 0 && sig < 1e8, "wake %.0f ns, signal %.0f ns", wake,
-          sig);
+    CHECK(isfinite(wake) && wake > 0 && isfinite(sig) && sig > 0, "wake %.0f ns, signal %.0f ns",
+          wake, sig);
 }
 
 /* ---- 2. the worked examples ------------------------------------------------------ */

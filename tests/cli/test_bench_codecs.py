@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -163,10 +162,9 @@ def test_uniform_gaps_stay_in_range():
     assert d.min() >= 1 and d.max() <= 63
 
 
-def test_clustered_is_clustered_and_fast():
-    t0 = time.perf_counter()
+def test_clustered_is_clustered():
+    # how fast it is (vectorised per level, ~0.2 s) is a measurement: tests/bench/
     v = data.clustered_dids(1 << 20, 32, 3)
-    assert time.perf_counter() - t0 < 5.0  # vectorised per level, ~0.2 s
     d = np.diff(v.astype(np.int64))
     assert v[0] == 0 and v[-1] == (1 << 20) * 32 - 1
     # Dense runs and long jumps: far more gaps of 1 and far larger gaps than uniform.

@@ -2,7 +2,8 @@
 (docs/engine.md; tierlab.h's index section): tokenising, postings, BM25 and top-k
 with the DID tie-break, SINGLE and AND. It shares no code with the C kernels,
 and it reads the index files with its own parser of kernels/formats/index.md,
-so the format document is tested too."""
+so the format document is tested too. Blocks are decoded by default with the
+pure-Python decoders of the codec documents (tests/format_decoders.py)."""
 from __future__ import annotations
 
 import math
@@ -107,10 +108,16 @@ def read_header(path: Path) -> dict:
                 kind=kind, body_crc=body_crc, header_hash=hhash)
 
 
-def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], dict]:
-    """All postings of an index directory, every checksum of the format checked
-    on the way. decode(kind, data, n, prev) -> list of n ints, kind 'did' or
-    'freq' (the codec is the caller's)."""
+def blocks(path: Path):
+    """The file structure of an index directory (kernels/formats/index.md), in
+    one place, every checksum of the format checked on the way (file headers
+    and bodies, dictionary entries and terms, skip records, the running CRCs
+    of a term's blocks): yields, per term in dictionary order, (term,
+    postings, [block, ...], last DID) with each block a dict of n, prev,
+    first_did, did (its encoded DID bytes) and freq (its encoded freq
+    bytes), after checking the dictionary (sorted, prefixes), the skip
+    records (counts, the sentinel, back-to-back blocks) and the tiling of
+    the files."""
     path = Path(path)
     h = read_header(path / "dict.bin")
     B = h["block_size"]
@@ -122,8 +129,8 @@ def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], 
         assert fh["file_bytes"] == len(raw), f
     dct, skip, dids, freqs = (files[f] for f in ("dict.bin", "skip.bin", "dids.bin", "freqs.bin"))
     pool = 128 + DICT_ENTRY.size * h["terms"]
-    out = {}
     prev_term = None
+    ends = (128, 128, 128)  # where the previous term's skip record, DID and freq blocks end
     for i in range(h["terms"]):
         at = 128 + DICT_ENTRY.size * i
         prefix, skip_off, term_off, term_len, n_post, term_crc, entry_crc = DICT_ENTRY.unpack_from(
@@ -142,20 +149,53 @@ def read_index(path: Path, decode) -> tuple[dict[bytes, list[tuple[int, int]]], 
         first, last_did, d_end, f_end, zero, rec_crc = ents[-1]
         assert first == 0xFFFFFFFF and zero == 0
         assert rec_crc == crc32c(skip[skip_off:skip_off + rec_len - 4])
-        lst = []
+        assert (skip_off, ents[0][2], ents[0][3]) == ends  # the files are tiled, no gaps
+        ends = (skip_off + rec_len, d_end, f_end)
+        out = []
         for b in range(nb):
             first, prev, doff, foff, did_upto, freq_upto = ents[b]
             dend, fend = ents[b + 1][2], ents[b + 1][3]
             # running CRCs: of the term's blocks 0 .. b
             assert did_upto == crc32c(dids[ents[0][2]:dend])
             assert freq_upto == crc32c(freqs[ents[0][3]:fend])
-            n = B if b < nb - 1 else p - B * (nb - 1)
-            d = decode("did", dids[doff:dend], n, prev)
-            f = decode("freq", freqs[foff:fend], n, 0)
-            assert d[0] == first
-            assert prev == (lst[-1][0] if lst else 0)
+            out.append(dict(n=B if b < nb - 1 else p - B * (nb - 1), prev=prev, first_did=first,
+                            did=dids[doff:dend], freq=freqs[foff:fend]))
+        yield term, p, out, last_did
+    assert ends == (len(skip), len(dids), len(freqs))
+
+
+def python_decoder(codec: str):
+    """decode(kind, data, n, prev) with the independent decoders of
+    tests/format_decoders.py (kind 'did' or 'freq'); every block must use
+    all its bytes."""
+    import format_decoders as fd
+
+    names = {"did": codec, "freq": fd.FREQ[codec]}
+
+    def decode(kind, data, n, prev):
+        vals, used = fd.decode(names[kind], data, n, prev)
+        assert used == len(data), (kind, used, len(data))
+        return vals
+    return decode
+
+
+def read_index(path: Path, decode=None) -> tuple[dict[bytes, list[tuple[int, int]]], dict]:
+    """All postings of an index directory. decode(kind, data, n, prev) -> list of
+    n ints, kind 'did' or 'freq'; by default the pure-Python decoders of the
+    format documents (python_decoder), so nothing of the C kernels is used."""
+    path = Path(path)
+    h = read_header(path / "dict.bin")
+    decode = decode or python_decoder(h["codec"])
+    out = {}
+    for term, p, blks, last_did in blocks(path):
+        lst = []
+        for blk in blks:
+            d = decode("did", blk["did"], blk["n"], blk["prev"])
+            f = decode("freq", blk["freq"], blk["n"], 0)
+            assert d[0] == blk["first_did"]
+            assert blk["prev"] == (lst[-1][0] if lst else 0)
             lst.extend(zip(d, f))
-        assert last_did == lst[-1][0]
+        assert last_did == lst[-1][0] and len(lst) == p
         out[term] = lst
     return out, h
 

@@ -1,5 +1,6 @@
 """tierlab.engine.index build: postings against the pure-Python reference, read back
-with an independent parser of kernels/formats/index.md, for every codec of
+with an independent parser of kernels/formats/index.md and independent decoders
+of the codec documents (tests/format_decoders.py), for every codec of
 the registry and both block sizes; bounded memory; atomicity; refusal of
 foreign, corrupt and incomplete indexes."""
 from __future__ import annotations
@@ -33,23 +34,12 @@ def corpus(tmp_path_factory) -> Path:
     return write(d / "c.txt", random_corpus(seed=1, docs=2500, doc_bytes=DOC_BYTES))
 
 
-def _decoder(codec_name: str):
-    c = native.codec(codec_name)
-    f = c.freq
-
-    def decode(kind, data, n, prev):
-        vals, used = (c if kind == "did" else f).decode(data, n, prev)
-        assert used == len(data)
-        return [int(v) for v in vals]
-    return decode
-
-
 @pytest.mark.parametrize("block", [128, 256])
 @pytest.mark.parametrize("codec", codec_names())
 def test_postings_match_reference(tmp_path, corpus, codec, block):
     res = build(corpus, tmp_path / "idx", codec=codec, block_size=block, doc_bytes=DOC_BYTES)
     want, n_docs = ref.postings(corpus.read_bytes(), DOC_BYTES)
-    got, hdr = ref.read_index(tmp_path / "idx", _decoder(codec))
+    got, hdr = ref.read_index(tmp_path / "idx")
     assert got == want
     m = res.manifest
     assert (m["documents"], m["terms"], m["postings"]) == (n_docs, len(want),
@@ -81,7 +71,7 @@ def test_edge_corpora(tmp_path):
         c = write(tmp_path / f"{name}.txt", data)
         res = build(c, tmp_path / name, doc_bytes=DOC_BYTES)
         want, n = ref.postings(data, DOC_BYTES)
-        got, _ = ref.read_index(tmp_path / name, _decoder("base"))
+        got, _ = ref.read_index(tmp_path / name)
         assert got == want, name
         assert res.manifest["documents"] == n, name
 

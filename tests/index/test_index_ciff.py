@@ -14,16 +14,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import reference as ref  # noqa: E402
 from index_helpers import random_corpus, write  # noqa: E402
 
-from tierlab.core import native  # noqa: E402
 from tierlab.engine.ciff import CiffFile, export, import_, read_header  # noqa: E402
 from tierlab.cli import main  # noqa: E402
 from tierlab.core.errors import TierlabError  # noqa: E402
 from tierlab.engine.index import Index, build  # noqa: E402
-
-
-def _decode(kind, data, n, prev):
-    c = native.codec("base")
-    return [int(v) for v in c.decode(data, n, prev)[0]]
 
 
 def test_round_trip(tmp_path):
@@ -39,8 +33,8 @@ def test_round_trip(tmp_path):
     assert h["average_doclength"] == pytest.approx(src["tokens"] / src["documents"])
     m = import_(tmp_path / "x.ciff", tmp_path / "dst", block_size=128)
     assert m["input"] == "postings" and m["documents"] == src["documents"]
-    want, _ = ref.read_index(tmp_path / "src", _decode)
-    got, _ = ref.read_index(tmp_path / "dst", _decode)
+    want, _ = ref.read_index(tmp_path / "src")
+    got, _ = ref.read_index(tmp_path / "dst")
     assert got == want
     with Index(tmp_path / "src") as a, Index(tmp_path / "dst") as b:
         for q in (["t0"], ["t3"], ["every", "rare"], ["t1", "t2", "t4"]):
@@ -76,7 +70,7 @@ def test_hand_written_ciff(tmp_path):
     f.write_bytes(HEADER + LIST_B + LIST_A)  # lists out of byte order: import sorts them
     m = import_(f, tmp_path / "idx")
     assert (m["documents"], m["terms"], m["postings"]) == (4, 2, 3)
-    got, _ = ref.read_index(tmp_path / "idx", _decode)
+    got, _ = ref.read_index(tmp_path / "idx")
     assert got == {b"a": [(0, 1)], b"b": [(1, 1), (3, 2)]}
     with Index(tmp_path / "idx") as ix:
         hits, _ = ix.query("b")
@@ -87,7 +81,7 @@ def test_ciff_file_streams_lists_and_records(tmp_path):
     c = write(tmp_path / "c.txt", random_corpus(seed=5, docs=400))
     build(c, tmp_path / "src")
     export(tmp_path / "src", tmp_path / "x.ciff")
-    want, _ = ref.read_index(tmp_path / "src", _decode)
+    want, _ = ref.read_index(tmp_path / "src")
     with CiffFile(tmp_path / "x.ciff") as cf:
         chunks = list(cf.postings(chunk_postings=500))
         records = list(cf.doc_records())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierlab.model.costs import CostModel
 from tierlab.model.indexmeta import IndexMeta
 from tierlab.model.replay import Replay
 
@@ -22,15 +23,48 @@ def fast_device(**over) -> Spec:
     return Spec(**v)
 
 
-class Costs:
-    """query_ns + block_ns * blocks + posting_ns * postings, one set for both types."""
+class Costs(CostModel):
+    """query_ns + block_ns * blocks + posting_ns * postings, one set for both
+    types; every other part of the cost model (model/costs.py CostModel)
+    neutral, as for a table that measured nothing else. Tests override one
+    method to give it a value."""
 
     def __init__(self, query_ns=0.0, block_ns=0.0, posting_ns=0.0):
         self.c = (query_ns, block_ns, posting_ns)
 
-    def query_cpu_ns(self, qtype, blocks, postings):
+    def query_cpu_ns(self, qtype, blocks_decoded, postings_scored):
         q, b, p = self.c
-        return q + b * blocks + p * postings
+        return q + b * blocks_decoded + p * postings_scored
+
+    def extra_cpu_ns(self, qtype, results, candidates):
+        return 0.0
+
+    def decode_block_ns(self):
+        return None
+
+    def handoff(self):
+        return 0.0, 0.0
+
+    def wake_samples(self):
+        return None
+
+    def copy_rate(self):
+        return None
+
+    def cpu_factor(self, cores):
+        return 1.0, "one core" if cores <= 1 else "none: the test's cost table"
+
+    def page_hit_ns(self):
+        return 0.0
+
+    def page_touch_ns(self):
+        return 0.0
+
+    def page_miss_ns(self):
+        return 0.0
+
+    def describe(self):
+        return {"from": "test", "costs": list(self.c)}
 
 
 def index_of(term_bytes, blocks=None, postings=None, gap=0) -> IndexMeta:

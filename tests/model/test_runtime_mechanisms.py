@@ -3,6 +3,8 @@ the cost table's result and candidate terms, the query thread's read order,
 the readahead cap of a small page cache."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from model_helpers import Costs, fast_device, index_of, trace_of
@@ -233,7 +235,8 @@ def test_copy_rate_probe_measures_a_positive_rate():
     ffi, lib = ffi_lib()
     rate = ffi.new("double *")
     assert lib.tierlab_apcache_copy_rate(4 << 20, 3, rate) == 0
-    assert 1e8 < rate[0] < 1e12  # bytes/s: memory speed, whatever the machine
+    # a rate (finite, positive); its size is a measurement (tests/bench/)
+    assert math.isfinite(rate[0]) and rate[0] > 0
     assert lib.tierlab_apcache_copy_rate(1000, 3, rate) != 0  # below 1 MiB: refused
 
 
@@ -307,7 +310,9 @@ def test_page_hit_probe_measures_a_small_positive_cost():
     ffi, lib = ffi_lib()
     ns = ffi.new("double *")
     assert lib.tierlab_apcache_page_hit_ns(256, 3, ns) == 0
-    assert 1 < ns[0] < 100_000  # ns per access: a lock, a lookup and a copy
+    # ns per access (a lock, a lookup and a copy): a pass's wall time over its
+    # accesses, so finite and positive; its size is a measurement (tests/bench/)
+    assert math.isfinite(ns[0]) and ns[0] > 0
     assert lib.tierlab_apcache_page_hit_ns(8192, 3, ns) != 0  # beyond a page: refused
     assert lib.tierlab_apcache_page_hit_ns(256, 0, ns) != 0
 

@@ -4,6 +4,7 @@ real-device probe and its spec."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -438,8 +439,10 @@ def test_a_failed_runtime_run_is_listed_and_the_grid_goes_on(tiny, tmp_path, mon
 def test_probe_and_spec(tmp_path):
     p = VD.probe_device(tmp_path, file_bytes=8 * 2**20, random_reads=64, threads=2,
                        run_reads=200, caps=(1 << 20, 1 << 20, 2 << 20))
-    assert p["read_bandwidth_bytes_per_s"] > 1e6
-    assert 0 < p["read_4k_median_ns"] < 1e9 and p["read_latency_ns"] >= 0
+    # measured numbers: finite and positive here; their sizes are measurements (tests/bench/)
+    assert math.isfinite(p["read_bandwidth_bytes_per_s"]) and p["read_bandwidth_bytes_per_s"] > 0
+    assert math.isfinite(p["read_4k_median_ns"]) and p["read_4k_median_ns"] > 0
+    assert p["read_latency_ns"] >= 0
     assert p["queue_depth"] >= 1
     assert not list(tmp_path.glob(".probe-*"))  # the scratch file is removed
     path = V.write_device_spec(p, tmp_path / "real.yaml", block_device="254:0")
