@@ -71,6 +71,7 @@ HEAVY = {
     ("bench", "pisa"): ["tierlab.experiments.bench.pisa.run"],
     ("bench", "model"): ["tierlab.experiments.bench.model.run"],
     ("bench", "cache"): ["tierlab.experiments.bench.cache.run"],
+    ("bench", "integrity"): ["tierlab.experiments.bench.integrity.run"],
     ("model", "sweep"): ["tierlab.experiments.sweep.run"],
     ("model", "reference"): ["tierlab.experiments.sweep.run", "tierlab.model.costs.default",
                              "tierlab.experiments.reference.reference_costs"],
