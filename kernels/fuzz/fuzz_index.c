@@ -21,7 +21,8 @@
  * queried through every call that reads it (the first 64 terms: term_at,
  * lookup, find, term_extent(s), postings, SINGLE and AND queries, and a few
  * fixed terms); each must return a documented value: a result, or
- * TIERLAB_EFORMAT/TIERLAB_EINVAL for corrupt data. Results must keep the
+ * TIERLAB_ECORRUPT (a checksum or invariant failed, kernels/formats/index.md
+ * "Checksums"), TIERLAB_EFORMAT or TIERLAB_EINVAL for corrupt data. Results must keep the
  * contract whatever the bytes say (at most k hits, sorted by score, ties by
  * DID, finite scores; a DID may repeat: a corrupt block that decodes to a
  * repeated DID is not detected, see tl_fz_check_hits). Anything else aborts; ASan and UBSan catch the rest. */
@@ -57,7 +58,8 @@ static void tl_fz_fix_headers(uint8_t *file[4], size_t len[4], int copy_dict) {
 
 static void tl_fz_check_hits(const tierlab_hit *hits, int r, uint32_t k, const tierlab_query_stats *st) {
     if (r < 0) {
-        TL_FZ_CHECK(r == TIERLAB_EFORMAT || r == TIERLAB_EINVAL, "tierlab_query returned %d", r);
+        TL_FZ_CHECK(r == TIERLAB_EFORMAT || r == TIERLAB_EINVAL || r == TIERLAB_ECORRUPT,
+                    "tierlab_query returned %d", r);
         return;
     }
     TL_FZ_CHECK((uint32_t)r <= k && st->results == (uint32_t)r,
@@ -101,26 +103,29 @@ static void tl_fz_exercise(tierlab_index *ix, uint32_t k) {
         const char *t;
         uint32_t len, p;
         int r = tierlab_index_term_at(ix, i, &t, &len, &p);
-        if (r == TIERLAB_EFORMAT) continue;
+        if (r == TIERLAB_EFORMAT || r == TIERLAB_ECORRUPT) continue; /* refused, documented */
         TL_FZ_CHECK(r == 0, "term_at(%llu) returned %d", (unsigned long long)i, r);
         volatile char sink = 0; /* the term bytes must be readable */
         for (uint32_t j = 0; j < len; j++) sink ^= t[j];
         (void)sink;
         uint64_t post = 0, at = 0;
         r = tierlab_index_lookup(ix, t, len, &post);
-        TL_FZ_CHECK(r == 0 || r == 1, "lookup returned %d", r);
+        TL_FZ_CHECK(r == 0 || r == 1 || r == TIERLAB_ECORRUPT, "lookup returned %d", r);
         r = tierlab_index_find(ix, t, len, &at);
-        TL_FZ_CHECK(r == 0 || r == 1 || r == TIERLAB_EFORMAT, "find returned %d", r);
+        TL_FZ_CHECK(r == 0 || r == 1 || r == TIERLAB_EFORMAT || r == TIERLAB_ECORRUPT,
+                    "find returned %d", r);
         TL_FZ_CHECK(r != 1 || at < info.terms, "find: position %llu of %llu terms",
                     (unsigned long long)at, (unsigned long long)info.terms);
         tierlab_term_extent e;
         r = tierlab_index_term_extent(ix, i, &e);
-        TL_FZ_CHECK(r == 0 || r == TIERLAB_EFORMAT, "term_extent returned %d", r);
+        TL_FZ_CHECK(r == 0 || r == TIERLAB_EFORMAT || r == TIERLAB_ECORRUPT,
+                    "term_extent returned %d", r);
         if (p <= TL_FZ_MAX_POSTINGS) {
             uint32_t *dids = tl_fz_alloc((size_t)p * sizeof *dids);
             uint32_t *freqs = tl_fz_alloc((size_t)p * sizeof *freqs);
             int64_t got = tierlab_index_postings(ix, i, dids, freqs, err, sizeof err);
-            TL_FZ_CHECK(got == (int64_t)p || (got == TIERLAB_EFORMAT && err[0]),
+            TL_FZ_CHECK(got == (int64_t)p ||
+                            ((got == TIERLAB_EFORMAT || got == TIERLAB_ECORRUPT) && err[0]),
                         "postings(%llu) of %u returned %lld", (unsigned long long)i, p, (long long)got);
             free(dids);
             free(freqs);
@@ -137,7 +142,8 @@ static void tl_fz_exercise(tierlab_index *ix, uint32_t k) {
     if (n) {
         tierlab_term_extent *ext = tl_fz_alloc(n * sizeof *ext);
         int64_t r = tierlab_index_term_extents(ix, 0, n, ext);
-        TL_FZ_CHECK(r == (int64_t)n || r == TIERLAB_EFORMAT, "term_extents returned %lld", (long long)r);
+        TL_FZ_CHECK(r == (int64_t)n || r == TIERLAB_EFORMAT || r == TIERLAB_ECORRUPT,
+                    "term_extents returned %lld", (long long)r);
         free(ext);
     }
     /* terms that may or may not be there: short, exactly 8 bytes, longer (pool) */
@@ -146,7 +152,8 @@ static void tl_fz_exercise(tierlab_index *ix, uint32_t k) {
         uint32_t len = (uint32_t)strlen(fixed[i]);
         uint64_t at;
         int r = tierlab_index_find(ix, fixed[i], len, &at);
-        TL_FZ_CHECK(r == 0 || r == 1 || r == TIERLAB_EFORMAT, "find returned %d", r);
+        TL_FZ_CHECK(r == 0 || r == 1 || r == TIERLAB_EFORMAT || r == TIERLAB_ECORRUPT,
+                    "find returned %d", r);
         tl_fz_query(q, k, hits, &fixed[i], &len, 1);
     }
     free(hits);

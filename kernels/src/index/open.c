@@ -193,7 +193,10 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
     }
     if (!rc) rc = tl_manifest_vs_headers(m, hs, fail, err, errlen);
     free(m);
-    if (!rc && hs[0].file_bytes < TL_HDR_BYTES + hs[0].terms * sizeof(tl_dict_entry)) {
+    /* terms * entry size would overflow for a header claiming ~2^59 terms:
+     * divide instead (a fuzzer's reproducer read far past dict.bin) */
+    if (!rc && (hs[0].file_bytes < TL_HDR_BYTES ||
+                hs[0].terms > (hs[0].file_bytes - TL_HDR_BYTES) / sizeof(tl_dict_entry))) {
         rc = tl_err(err, errlen, TIERLAB_EFORMAT, "%s: too short for %llu terms", path[0],
                     (unsigned long long)hs[0].terms);
         if (fail) *fail = (tl_open_fail){TIERLAB_FILE_DICT, hs[0].file_bytes, 1};
