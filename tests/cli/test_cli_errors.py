@@ -173,3 +173,22 @@ def test_non_utf8_names_on_the_command_line(data, tmp_path, capsys):
     fails(capsys, ["index", "build", str(data / "c.txt"), "--codec", "\udcff", "--quiet",
                    "--out", str(tmp_path / "i")])
     fails(capsys, ["index", "export", str(data / "idx"), "--ciff", str(tmp_path), "--quiet"])
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--cache-bytes", "18446744073709551616"], "cache_bytes: at most 2^63 - 1"),
+    (["--set", "index={documents: 100000000000000000000, postings: 100000000000000000000, "
+      "vocabulary: 10, index_bytes: 1000000000000000000000}"], "'documents' must be"),
+])
+def test_model_values_beyond_the_tables_int64(tmp_path, capsys, argv, says):
+    """They passed validation and failed writing cache_run (OverflowError)."""
+    err = fails(capsys, ["model", "run", *argv, "--out", str(tmp_path / "m")])
+    assert says in err and not (tmp_path / "m").exists()
+
+
+def test_bench_warns_only_about_good_arguments(tmp_path, capsys):
+    """A --reps warning printed before --out was found unwritable made the
+    usage error two lines."""
+    err = fails(capsys, ["bench", "codecs", "--reps", "1", "--out", "/proc/nope/x.json",
+                         "--no-progress"])
+    assert "cannot write" in err
