@@ -233,8 +233,9 @@ def _check_stats(st: dict) -> dict:
                            f"known: {', '.join(SYNTHETIC_KEYS)}")
     for key in ("documents", "postings", "vocabulary", "index_bytes", "block_postings"):
         v = out[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
-            raise TierlabError(f"index: '{key}' must be a whole number >= 1, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1 \
+                or v > 2**63 - 1:
+            raise TierlabError(f"index: '{key}' must be a whole number 1 .. 2^63 - 1, got {v!r}")
         out[key] = int(v)
     for key in ("zipf", "freq_bits"):
         v = out[key]

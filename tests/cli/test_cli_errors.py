@@ -138,3 +138,57 @@ def test_a_bug_keeps_its_traceback(monkeypatch, capsys):
                                                         .set_defaults(func=user_error)))
     assert main(["list", "codecs"]) == 2
     assert capsys.readouterr().err == "tierlab: error: first line second; third\n"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["corpus", "generate", "--size", "999999999999TB"], "--size must be between 1 byte"),
+    (["corpus", "generate", "--doc-bytes", "4294967296", "--docs", "3"], "below 2^32"),
+    (["corpus", "generate", "--docs", "4294967294", "--doc-bytes", "1048576"], "free in"),
+    (["corpus", "generate", "--size", "1000000TiB"], "free in"),
+])
+def test_corpus_generate_beyond_its_types_or_the_disk(tmp_path, capsys, argv, says):
+    err = fails(capsys, argv + ["--quiet", "--out", str(tmp_path / "c.txt")])
+    assert says in err
+    assert not list(tmp_path.iterdir())
+
+
+def test_workload_generate_beyond_memory(data, tmp_path, capsys):
+    err = fails(capsys, ["workload", "generate", "--corpus", str(data / "c.txt"), "--class",
+                         "H", "--queries", "1000000000000", "--quiet", "--out",
+                         str(tmp_path / "w.queries")])
+    assert "generating 1,000,000,000,000 queries needs" in err and "lower --queries" in err
+
+
+def test_index_build_arguments_beyond_their_types(data, tmp_path, capsys):
+    for flag, value in (("--memory-budget", "999999999999TB"), ("--doc-bytes", "-1"),
+                        ("--doc-bytes", "4294967296")):
+        fails(capsys, ["index", "build", str(data / "c.txt"), "--quiet", "--out",
+                       str(tmp_path / "idx"), flag, value])
+    assert not (tmp_path / "idx").exists()
+
+
+def test_non_utf8_names_on_the_command_line(data, tmp_path, capsys):
+    """A command line that is not UTF-8 reaches Python with surrogates."""
+    assert "not UTF-8" in fails(capsys, ["query", "terms", str(data / "idx"), "\udcff"])
+    fails(capsys, ["index", "build", str(data / "c.txt"), "--codec", "\udcff", "--quiet",
+                   "--out", str(tmp_path / "i")])
+    fails(capsys, ["index", "export", str(data / "idx"), "--ciff", str(tmp_path), "--quiet"])
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--cache-bytes", "18446744073709551616"], "cache_bytes: at most 2^63 - 1"),
+    (["--set", "index={documents: 100000000000000000000, postings: 100000000000000000000, "
+      "vocabulary: 10, index_bytes: 1000000000000000000000}"], "'documents' must be"),
+])
+def test_model_values_beyond_the_tables_int64(tmp_path, capsys, argv, says):
+    """They passed validation and failed writing cache_run (OverflowError)."""
+    err = fails(capsys, ["model", "run", *argv, "--out", str(tmp_path / "m")])
+    assert says in err and not (tmp_path / "m").exists()
+
+
+def test_bench_warns_only_about_good_arguments(tmp_path, capsys):
+    """A --reps warning printed before --out was found unwritable made the
+    usage error two lines."""
+    err = fails(capsys, ["bench", "codecs", "--reps", "1", "--out", "/proc/nope/x.json",
+                         "--no-progress"])
+    assert "cannot write" in err

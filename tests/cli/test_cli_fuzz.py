@@ -222,6 +222,11 @@ OUT_DESTS = {"out", "results", "trace", "work", "plot"}
 
 
 VALID_NUMBERS = ["1", "2", "3", "5", "0.5", "0.1", "7"]
+# Options whose valid values scale a command's running time with nothing to
+# guard (no memory or disk grows): a huge valid value is a long run the user
+# asked for, not a mistake, so only invalid ones are drawn.
+WORK = {("query", "run", "passes")}
+WORK_NUMBERS = ["0", "-1", "-0", "1.5", "nan", "inf", "-inf", "", "abc", "0x10"]
 # valid-looking values of options taking names
 NAMED = {"cls": ["H", "M", "L", "h"], "type": ["single", "and"],
          "codec": ["pfor-delta256", "vbyte", "base", "svbyte-delta"],
@@ -304,7 +309,8 @@ def _value(w: World, path: tuple, action: argparse.Action) -> str:
     if typ == "size":
         return draw(st.sampled_from(SIZES if hostile else SIZES[:3]))
     if typ in ("int", "float", "positive_int", "_threshold"):
-        return draw(st.sampled_from(NUMBERS if hostile else VALID_NUMBERS))
+        hostile_numbers = WORK_NUMBERS if path + (dest,) in WORK else NUMBERS
+        return draw(st.sampled_from(hostile_numbers if hostile else VALID_NUMBERS))
     return draw(st.sampled_from(TEXT if hostile else TEXT[6:32]))
 
 

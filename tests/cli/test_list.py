@@ -86,7 +86,9 @@ def test_list_specs_of_one_kind_with_numbers_and_file(what, kind):
 def test_list_with_a_bad_registry_is_a_usage_error(args):
     r = _tierlab(*args)
     assert r.returncode == 2
-    assert "usage: tierlab list" in r.stderr
+    # one line (issue 19): the error, and where the usage is
+    assert r.stderr.startswith("tierlab list: error: ") and r.stderr.count("\n") == 1
+    assert "(see tierlab list --help)" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     assert r.stdout == ""
 

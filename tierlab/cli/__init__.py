@@ -35,12 +35,14 @@ class Parser(argparse.ArgumentParser):
     is one --help away); its subparsers are Parsers too."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
 
 def one_line(text: str) -> str:
-    """A message as one line: its lines joined ("head: a; b")."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    """A message as one line: its lines joined ("head: a; b"); bytes of a
+    command line that is not UTF-8 (surrogates) escaped, so any stderr takes it."""
+    text = str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) <= 1:
         return lines[0] if lines else ""
     return lines[0] + " " + "; ".join(lines[1:])

@@ -231,13 +231,14 @@ def run_codecs(args) -> int:
     if args.seed is not None and args.seed < 0:
         raise TierlabError(f"--seed must be a non-negative integer, got {args.seed}")
     data.check_dids_fit(args.n, args.avg_gap)
+    codecs.check_writable(args.out)
+    if args.plot is not None:
+        codecs.check_writable(args.plot)
+    # a warning only once the arguments are known good: a usage error stays one line
     if args.reps < codecs.MIN_REPS:
         print(f"tierlab: warning: --reps {args.reps} is below {codecs.MIN_REPS}; the medians "
               f"are not the 'median of >= {codecs.MIN_REPS} runs' the targets ask for",
               file=sys.stderr)
-    codecs.check_writable(args.out)
-    if args.plot is not None:
-        codecs.check_writable(args.plot)
     datasets = _each_once(args.dataset, codecs.DATASETS)
     cfg = codecs.Config(
         n=args.n, avg_gap=args.avg_gap, reps=args.reps,

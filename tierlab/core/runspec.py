@@ -36,6 +36,7 @@ DEFAULT_LOOKAHEAD = 16  # base-prefetch's queries ahead when none is given (docs
 MIN_SEGMENT_BYTES = 64
 PAGE_BYTES = 4096
 READAHEAD_RANGE = (4096, 2**20)
+INT64_MAX = 2**63 - 1  # the result tables' integers
 
 
 @lru_cache(maxsize=None)
@@ -271,6 +272,8 @@ def validate(doc: dict, where: str = "run spec") -> RunSpec:
     for k in keys():
         if info(k).get("x-unit") == "bytes":
             v[k] = values.size(k, v[k], allow_zero=(k == "readahead_bytes"))
+        if isinstance(v[k], int) and not isinstance(v[k], bool) and v[k] > INT64_MAX:
+            raise TierlabError(f"{k}: at most 2^63 - 1 (the result tables' int64), got {v[k]}")
     for k in ("config", "policy"):
         known = _registry(info(k)["x-registry"])
         if v[k] not in known:

@@ -94,6 +94,26 @@ def _writable_parent(path: Path, what: str) -> None:
             return
 
 
+def check_free_space(path: str | os.PathLike, planned: int, what: str) -> None:
+    """A resource guard for files (tierlab.h "Resource guards" for memory): a
+    TierlabError with the numbers when writing `planned` bytes at `path`
+    would need more than its filesystem has free."""
+    path = Path(path)
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.is_dir()), None)
+    if folder is None:
+        return
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return
+    free = st.f_bavail * st.f_frsize
+    if planned > free:
+        from tierlab.core.native import bytes_text
+
+        raise TierlabError(f"{what}: {bytes_text(planned)} to write, more than the "
+                           f"{bytes_text(free)} free in {folder}")
+
+
 def output_file(path: str | os.PathLike, what: str) -> Path:
     """A file a command will write (replacing it if it exists): not a folder,
     in a folder that exists or can be created. `what` names the option."""

@@ -263,6 +263,8 @@ def _native_params(ffi, lib, gp: GenerateParams):
             raise TierlabError(f"--docs must be between 1 and {2**32 - 2}")
         p.docs, p.target_bytes = gp.docs, 0
     elif gp.size_bytes is not None:
+        if not 1 <= gp.size_bytes < 2**64:
+            raise TierlabError(f"--size must be between 1 byte and 2^64 - 1, got {gp.size_bytes}")
         p.target_bytes = gp.size_bytes
     if gp.seed is not None:
         if not 0 <= gp.seed < 2**64:
@@ -271,6 +273,8 @@ def _native_params(ffi, lib, gp: GenerateParams):
     for name in ("doc_bytes", "zipf_s", "tail_s", "knee", "vocab_max"):
         v = getattr(gp, name)
         if v is not None:
+            if isinstance(v, int) and not 0 <= v < 2**32:
+                raise TierlabError(f"--{name.replace('_', '-')} must be below 2^32, got {v}")
             setattr(p, name, v)
     if p.doc_bytes < lib.TIERLAB_CORPUS_MIN_DOC_BYTES:
         raise TierlabError(f"--doc-bytes must be at least {lib.TIERLAB_CORPUS_MIN_DOC_BYTES}")
@@ -295,11 +299,16 @@ def generate(out: str | os.PathLike, params: GenerateParams | None = None, *,
 
     from tierlab.core.native import ffi_lib, progress_callback
 
+    from tierlab.core.values import check_free_space
+
     gp = params or GenerateParams()
     ffi, lib = ffi_lib()
     p = _native_params(ffi, lib, gp)
     out = Path(out)
     by_docs = p.docs != 0
+    # what it writes: the corpus (documents fill to within a word of doc_bytes)
+    check_free_space(out, int(p.docs) * (int(p.doc_bytes) + 1) if by_docs else int(p.target_bytes),
+                     f"corpus {out}")
     stats = ffi.new("tierlab_corpus_stats *")
 
     with atomic_outputs(out, terms_path(out), manifest_path(out)) as (t_corpus, t_terms, t_man):
