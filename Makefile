@@ -62,6 +62,7 @@ bench: venv build
 	$(BIN)/tierlab bench codecs --out bench/results/codecs.json --plot bench/results/codecs.png
 	$(BIN)/tierlab bench index --out bench/results/index.json --plot bench/results/index.png
 	$(BIN)/tierlab bench pisa --out bench/results/pisa.json
+	$(BIN)/tierlab bench integrity --out bench/results/integrity.json
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
 	$(BIN)/pytest -q -m "slow or bench"

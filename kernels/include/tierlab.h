@@ -525,9 +525,6 @@ int64_t tierlab_index_term_extents(const tierlab_index *ix, uint64_t first, uint
  * of data appended to a message whose CRC is crc (0 to start), as zlib's
  * crc32() chains. SSE4.2 when present, else tables (same values). */
 uint32_t tierlab_crc32c(uint32_t crc, const void *data, size_t len);
-/* The CRC-32C of A followed by B from crc1 = CRC(A), crc2 = CRC(B) and the
- * length of B, without reading either (zlib's crc32_combine). */
-uint32_t tierlab_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
 
 /* tierlab_index_check reads the whole index in dir: opens it (manifest,
  * headers), then every dictionary entry and term (checksums, order, the pool

@@ -3,7 +3,8 @@
  * builds a generated corpus with every codec of the registry that can encode
  * (placeholders are skipped) and both block sizes, checks SINGLE and AND
  * results against a brute-force scan of the corpus, bounded-memory builds
- * against in-memory ones byte for byte, and refusal of a corrupt header.
+ * against in-memory ones byte for byte, refusal of a corrupt header, and of
+ * a flipped bit in a DID block by the query, the verified open and the check.
  * A plain main returning an exit status; prints what failed. */
 #define _GNU_SOURCE
 #include <math.h>
@@ -301,6 +302,51 @@ int main(void) {
     tierlab_index *ix = NULL;
     CHECK(tierlab_index_open(out, NULL, &ix, err, sizeof err) == TIERLAB_EFORMAT && !ix,
           "corrupt header accepted");
+
+    /* A flipped bit in a DID block: the query of its term fails with
+     * TIERLAB_ECORRUPT naming the file and the term, at every check level
+     * but off; tierlab_index_check names the bit. */
+    int rc = tierlab_index_open(out2, NULL, &ix, err, sizeof err);
+    CHECK(rc == 0, "open %s: %s", out2, err);
+    const char *first;
+    uint32_t first_len;
+    tierlab_term_extent ext;
+    CHECK(tierlab_index_term_at(ix, 0, &first, &first_len, NULL) == 0 &&
+              tierlab_index_term_extent(ix, 0, &ext) == 0, "term 0");
+    char term0[64];
+    snprintf(term0, sizeof term0, "%.*s", (int)first_len, first);
+    tierlab_index_close(ix);
+    snprintf(cmd, sizeof cmd, "%s/dids.bin", out2);
+    uint64_t at = ext.did_offset + ext.did_bytes / 2;
+    f = fopen(cmd, "r+b");
+    fseek(f, (long)at, SEEK_SET);
+    int byte = fgetc(f);
+    fseek(f, (long)at, SEEK_SET);
+    fputc(byte ^ 0x20, f);
+    fclose(f);
+    CHECK(tierlab_index_open(out2, NULL, &ix, err, sizeof err) == 0, "%s", err);
+    tierlab_query_ctx *q = tierlab_query_ctx_new(ix, K);
+    const char *tq[1] = {term0};
+    uint32_t tl[1] = {(uint32_t)strlen(term0)};
+    tierlab_hit hits[K];
+    for (int level = TIERLAB_CHECKS_DEFAULT; level <= TIERLAB_CHECKS_FULL; level++) {
+        tierlab_query_ctx_set_checks(q, level);
+        int got = tierlab_query(q, TIERLAB_QUERY_SINGLE, tq, tl, 1, hits, NULL);
+        CHECK(got == TIERLAB_ECORRUPT && strstr(tierlab_query_error(q), "dids.bin: term") &&
+                  strstr(tierlab_query_error(q), term0),
+              "damaged block, checks %d: %d (%s)", level, got, tierlab_query_error(q));
+    }
+    tierlab_query_ctx_free(q);
+    tierlab_index_close(ix);
+    CHECK(tierlab_index_open_flags(out2, NULL, TIERLAB_OPEN_VERIFY, &ix, err, sizeof err) ==
+              TIERLAB_ECORRUPT && !ix && strstr(err, "dids.bin"),
+          "verify accepted a damaged body: %s", err);
+    tierlab_check_report rep;
+    CHECK(tierlab_index_check(out2, &rep, NULL, NULL) == 0 && !rep.ok &&
+              rep.file == TIERLAB_FILE_DIDS && rep.exact && rep.offset == at && rep.bit == 5 &&
+              rep.term == 0,
+          "check: ok %d file %d offset %llu bit %d: %s", rep.ok, rep.file,
+          (unsigned long long)rep.offset, rep.bit, rep.what);
 
     for (int d = 0; d < DOCS; d++) free(docs[d]);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

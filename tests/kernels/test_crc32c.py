@@ -1,6 +1,7 @@
 """CRC-32C, the checksum of every index region (kernels/src/index/crc32c.c):
-the published check values, the SSE4.2 path and the table path giving the
-same value for every length and alignment, chaining and combining, and an
+the published check values, the hardware paths (SSE4.2, and AVX2 with
+VPCLMULQDQ for long runs) and the table path giving the same value for every
+length and alignment, chaining, and an
 index written on either path byte for byte the same."""
 from __future__ import annotations
 
@@ -47,8 +48,10 @@ def test_check_values(lib, data, want):
 
 def test_paths_agree_on_every_length_and_alignment():
     _, lib = ffi_lib()
-    data = os.urandom(5000)
-    cases = [(a, n) for a in range(8) for n in range(0, 1200)] + [(3, 4997), (0, 5000)]
+    data = os.urandom(70000)
+    cases = ([(a, n) for a in range(8) for n in range(0, 1200)]  # every short path
+             + [(a, n) for a in (0, 5) for n in range(1200, 6000, 37)]  # long runs, folded
+             + [(3, 4997), (0, 20000), (1, 69999)])
     got = {}
     for scalar in (0, 1):
         lib.tierlab_force_scalar(scalar)
@@ -58,13 +61,14 @@ def test_paths_agree_on_every_length_and_alignment():
     assert [ref.crc32c(data[a:a + n]) for a, n in cases[::97]] == got[0][::97]
 
 
-def test_chain_and_combine(lib):
+def test_chain(lib):
+    """Continuing a CRC over more bytes is the CRC of the whole: what the
+    running block CRCs of the skip lists rest on."""
     data = os.urandom(20000)
     whole = _crc(lib, data)
     for cut in (0, 1, 7, 48, 383, 384, 385, 1000, 19999, 20000):
-        a, b = data[:cut], data[cut:]
-        assert _crc(lib, b, _crc(lib, a)) == whole
-        assert lib.tierlab_crc32c_combine(_crc(lib, a), _crc(lib, b), len(b)) == whole
+        assert _crc(lib, data[cut:], _crc(lib, data[:cut])) == whole
+        assert ref.crc32c(data[cut:cut + 500], ref.crc32c(data[:cut])) == ref.crc32c(data[:cut + 500])
 
 
 def test_index_bytes_do_not_depend_on_the_path(tmp_path):

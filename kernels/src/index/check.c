@@ -109,10 +109,10 @@ int tl_block_fail(const struct tierlab_index *ix, const tl_dict_entry *d, int ki
     tl_term_label(ix, d, t, sizeof t);
     uint64_t a = tl_block_off(e, b, kind), z = tl_block_off(e, b + 1, kind);
     uint32_t B = ix->info.block_size, n = b + 1 < nb ? B : d->postings - b * B;
-    uint32_t want = 0;
-    if (z >= a) want = tl_span_crc(e, b, b, kind, z - a);
+    uint32_t want = tl_run_crc(e, b, kind);
     if (checks && p && why != TL_BAD_CRC && why != TL_BAD_OFFSET && why != TL_BAD_READ) {
-        uint32_t crc = tl_crc32c(0, p, (size_t)(z - a)); /* damage is the likelier cause */
+        /* damage is the likelier cause */
+        uint32_t crc = tl_crc32c(tl_run_before(e, b, kind), p, (size_t)(z - a));
         if (crc != want) {
             why = TL_BAD_CRC;
             at = crc;
@@ -162,11 +162,12 @@ int tl_span_check(const struct tierlab_index *ix, const tl_dict_entry *d, const 
                   uint32_t nb, uint32_t b0, uint32_t b1, int kind, char *err, size_t errlen) {
     const uint8_t *base = kind ? ix->freqs : ix->dids;
     uint64_t a = tl_block_off(e, b0, kind), z = tl_block_off(e, b1 + 1, kind);
-    if (tl_crc32c(0, base + a, (size_t)(z - a)) == tl_span_crc(e, b0, b1, kind, z - a)) return 0;
+    if (tl_crc32c(tl_run_before(e, b0, kind), base + a, (size_t)(z - a)) == tl_run_crc(e, b1, kind))
+        return 0;
     for (uint32_t b = b0; b <= b1; b++) { /* which block */
         uint64_t ba = tl_block_off(e, b, kind), bz = tl_block_off(e, b + 1, kind);
-        uint32_t crc = tl_crc32c(0, base + ba, (size_t)(bz - ba));
-        if (crc != tl_span_crc(e, b, b, kind, bz - ba))
+        uint32_t crc = tl_crc32c(tl_run_before(e, b, kind), base + ba, (size_t)(bz - ba));
+        if (crc != tl_run_crc(e, b, kind))
             return tl_block_fail(ix, d, kind, b, nb, e, NULL, NULL, TL_BAD_CRC, crc, 0, err,
                                  errlen);
     }
@@ -317,7 +318,8 @@ static int tl_check_term(tl_checker *k, uint64_t i, uint64_t pos[TIERLAB_FILES])
             }
             uint32_t *out = (kind ? k->freqs : k->dids) + (b % 2) * TIERLAB_MAX_BLOCK;
             const uint8_t *p = (kind ? ix->freqs : ix->dids) + a;
-            uint32_t got = tl_crc32c(0, p, (size_t)(z - a)), want = tl_span_crc(e, b, b, kind, z - a);
+            uint32_t got = tl_crc32c(tl_run_before(e, b, kind), p, (size_t)(z - a));
+            uint32_t want = tl_run_crc(e, b, kind);
             int why = got != want ? TL_BAD_CRC
                                   : tl_block_decode(ix, e, b, kind, p, z - a, n, out,
                                                     TIERLAB_CHECKS_FULL, &at);
@@ -325,6 +327,7 @@ static int tl_check_term(tl_checker *k, uint64_t i, uint64_t pos[TIERLAB_FILES])
                 tl_block_fail(ix, d, kind, b, nb, e, NULL, out, why, why == TL_BAD_CRC ? got : at,
                               0, msg, sizeof msg);
                 tl_bad(k, file, a, z - a, (int64_t)i, b, msg + TL_PREFIX_LEN);
+                /* the CRC of blocks 0..b: a flip in block b is within its last z - a bytes */
                 if (why == TL_BAD_CRC) tl_locate(k, a, z - a, UINT64_MAX, want, got);
                 return 1;
             }

@@ -7,7 +7,8 @@
  * SSE4.2 CRC32 instruction computes exactly this register update, so the
  * hardware path and the table path below agree bit for bit (the tests run
  * both, tierlab_force_scalar switches). The hardware path runs three streams
- * and joins them with a carry-less multiply (PCLMULQDQ); the table path is
+ * and joins them with a carry-less multiply (PCLMULQDQ), and with AVX2 and
+ * VPCLMULQDQ folds long runs beside them (tl_crc_wide); the table path is
  * "slicing by 8": eight 256-entry tables, built once, fold 8 input bytes per
  * step.
  *
@@ -25,33 +26,19 @@
 #define TL_CRC32C_POLY 0x82F63B78u
 /* Bytes per stream per round of the hardware loop's long-buffer rounds. */
 #define TL_CRC_LANE 128
-/* Lengths up to which the hardware path keeps a shift constant (below). */
-#define TL_CRC_SHIFTS (3 * TL_CRC_LANE)
+/* Lengths up to which the hardware paths keep a shift constant (below). */
+#define TL_CRC_SHIFTS 2048
 
 static uint32_t tl_crc_tab[8][256];
-/* tl_crc_pow[i] = x^(8 * 2^i) mod P, reflected: the effect of 2^i bytes. */
-static uint32_t tl_crc_pow[64];
 /* tl_crc_k[m] = x^(8m - 33) mod P, reflected (m >= 5): carry-less multiplying a
  * register by it and folding the 64-bit product with one CRC32 instruction
  * multiplies the register by x^(8m), the effect of m more bytes (below). */
 static uint32_t tl_crc_k[TL_CRC_SHIFTS + 1];
-/* tl_crc_powk[i] = x^(8 * 2^i - 33) mod P (i >= 3): tl_crc_pow for the multiply. */
-static uint32_t tl_crc_powk[64];
 static pthread_once_t tl_crc_once = PTHREAD_ONCE_INIT;
 
 /* One step of the reflected register: multiply by x modulo P. */
 static inline uint32_t tl_crc_mulx(uint32_t c) {
     return (c >> 1) ^ (TL_CRC32C_POLY & (0u - (c & 1u)));
-}
-
-/* a * b mod P, both reflected (bit 31 is x^0): shift and add. */
-static uint32_t tl_crc_mulmod(uint32_t a, uint32_t b) {
-    uint32_t prod = 0;
-    for (uint32_t bit = 0x80000000u; bit; bit >>= 1) { /* a's x^0, x^1, ... */
-        if (a & bit) prod ^= b;
-        b = tl_crc_mulx(b);
-    }
-    return prod;
 }
 
 static void tl_crc_init(void) {
@@ -63,19 +50,11 @@ static void tl_crc_init(void) {
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             tl_crc_tab[t][i] = (tl_crc_tab[t - 1][i] >> 8) ^ tl_crc_tab[0][tl_crc_tab[t - 1][i] & 0xFF];
-    tl_crc_pow[0] = 0x80000000u >> 8; /* x^8 */
-    for (int i = 1; i < 64; i++) tl_crc_pow[i] = tl_crc_mulmod(tl_crc_pow[i - 1], tl_crc_pow[i - 1]);
     uint32_t c = 0x80000000u; /* x^0: the reflected register's top bit */
     for (uint32_t e = 0; e + 33 <= 8u * TL_CRC_SHIFTS; e++) {
         if ((e + 33) % 8 == 0) tl_crc_k[(e + 33) / 8] = c;
         c = tl_crc_mulx(c);
     }
-    /* x^(-33) does not exist as a table entry: x^(64 - 33) = x^31 times
-     * x^(8 * 2^i - 64) = tl_crc_pow[i] / x^64, built up from x^31 */
-    uint32_t x31 = 0x80000000u >> 31;
-    tl_crc_powk[3] = x31; /* 8 * 8 - 33 = 31 */
-    for (int i = 4; i < 64; i++) /* x^(8 * 2^i - 33) = x^(8 * 2^(i-1) - 33) * x^(8 * 2^(i-1)) */
-        tl_crc_powk[i] = tl_crc_mulmod(tl_crc_powk[i - 1], tl_crc_pow[i - 1]);
 }
 
 /* The register update without pre/post complement. */
@@ -99,16 +78,8 @@ static uint32_t tl_crc_scalar(uint32_t c, const uint8_t *p, size_t n) {
     return c;
 }
 
-/* r * x^(8 len) mod P: r followed by len zero bytes, without reading them. */
-static uint32_t tl_crc_shift_scalar(uint32_t r, uint64_t len) {
-    for (int i = 0; len; i++, len >>= 1)
-        if (len & 1) r = tl_crc_mulmod(r, tl_crc_pow[i]);
-    return r;
-}
-
 #if defined(__x86_64__)
-#include <nmmintrin.h>
-#include <wmmintrin.h>
+#include <immintrin.h>
 #define TL_CRC_HW __attribute__((target("sse4.2,pclmul")))
 
 static inline uint64_t tl_rd64(const uint8_t *p) {
@@ -126,22 +97,6 @@ TL_CRC_HW static inline uint32_t tl_crc_shift(uint64_t r, size_t m) {
     __m128i prod = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)(uint32_t)r),
                                         _mm_cvtsi32_si128((int)tl_crc_k[m]), 0);
     return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(prod));
-}
-
-/* tl_crc_shift for any length: the low three bits of len as zero bytes through
- * CRC32, the rest by the powers x^(8 * 2^i) (i >= 3, so 8 * 2^i > 33) with the
- * carry-less multiply. */
-TL_CRC_HW static uint32_t tl_crc_shift_hw(uint32_t r, uint64_t len) {
-    if (len >= 8 && len <= TL_CRC_SHIFTS) return tl_crc_shift(r, (size_t)len);
-    for (uint64_t i = 0; i < (len & 7); i++) r = _mm_crc32_u8(r, 0);
-    len >>= 3;
-    for (int i = 3; len; i++, len >>= 1)
-        if (len & 1) {
-            __m128i prod = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)r),
-                                                _mm_cvtsi32_si128((int)tl_crc_powk[i]), 0);
-            r = (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(prod));
-        }
-    return r;
 }
 
 /* The CRC32 instruction has a latency of several cycles and a throughput of
@@ -202,6 +157,89 @@ TL_CRC_HW static uint32_t tl_crc_hw(uint32_t c, const uint8_t *p, size_t n) {
     while (n--) c32 = _mm_crc32_u8(c32, *p++);
     return c32;
 }
+
+/* Long runs with AVX2 and VPCLMULQDQ keep two units busy in one loop: the
+ * 256-bit carry-less multiply folds the first part, CRC32 instructions run
+ * three lanes over the rest. Folding: four 32-byte accumulators, each two
+ * 16-byte ones, move forward 128 bytes a round. A 16-byte accumulator x (its
+ * first 8 bytes lo, the next hi) stands for lo * x^64 + hi; moved d bytes on
+ * it becomes lo * x^(8d + 64) + hi * x^(8d) mod P, that is clmul(lo, k[d + 8])
+ * ^ clmul(hi, k[d]) (a 64 x 32-bit carry-less product read in the 128-bit
+ * frame carries an extra x^33: k[m] = x^(8m - 33)). The register enters as
+ * the first 4 bytes xor c; at the end the 16-byte accumulators are folded
+ * one into the next, and the last is 16 message bytes for two CRC32
+ * instructions from a zero register. The lanes start from a zero register;
+ * the parts are joined by linearity. A round: 128 bytes folded, 24 bytes of
+ * each lane. Consumes whole rounds; returns the register. */
+#define TL_CRC_WIDE __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2")))
+#define TL_CRC_WIDE_MIN 1024
+
+TL_CRC_WIDE static inline __m256i tl_crc_fold32(__m256i x, __m256i k, const uint8_t *q) {
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00),
+                                             _mm256_clmulepi64_epi128(x, k, 0x11)),
+                            _mm256_loadu_si256((const __m256i *)q));
+}
+
+/* One part of at most TL_CRC_WIDE_ROUNDS rounds, so that each shift is one
+ * multiply by a constant of tl_crc_k. */
+#define TL_CRC_WIDE_ROUNDS (TL_CRC_SHIFTS / (3 * 24))
+
+TL_CRC_WIDE static uint32_t tl_crc_wide_part(uint32_t c, const uint8_t **pp, size_t *np) {
+    const uint8_t *p = *pp;
+    size_t rounds = *np / (128 + 3 * 24);
+    if (rounds > TL_CRC_WIDE_ROUNDS) rounds = TL_CRC_WIDE_ROUNDS;
+    size_t lane = 24 * rounds;
+    const uint8_t *pb = p + 128 * rounds, *pc = pb + lane, *pd = pc + lane;
+    __m256i x0 = _mm256_loadu_si256((const __m256i *)p);
+    __m256i x1 = _mm256_loadu_si256((const __m256i *)(p + 32));
+    __m256i x2 = _mm256_loadu_si256((const __m256i *)(p + 64));
+    __m256i x3 = _mm256_loadu_si256((const __m256i *)(p + 96));
+    x0 = _mm256_xor_si256(x0, _mm256_set_epi64x(0, 0, 0, (long long)c));
+    const __m256i k128 = _mm256_set_epi64x(tl_crc_k[128], tl_crc_k[136], tl_crc_k[128],
+                                           tl_crc_k[136]);
+    uint64_t b = 0, d = 0, e = 0;
+    for (size_t r = 0; r < rounds; r++) {
+        if (r) {
+            const uint8_t *q = p + 128 * r;
+            x0 = tl_crc_fold32(x0, k128, q);
+            x1 = tl_crc_fold32(x1, k128, q + 32);
+            x2 = tl_crc_fold32(x2, k128, q + 64);
+            x3 = tl_crc_fold32(x3, k128, q + 96);
+        }
+        for (size_t i = 24 * r; i < 24 * r + 24; i += 8) {
+            b = _mm_crc32_u64(b, tl_rd64(pb + i));
+            d = _mm_crc32_u64(d, tl_rd64(pc + i));
+            e = _mm_crc32_u64(e, tl_rd64(pd + i));
+        }
+    }
+    /* the accumulators into the last: 32 bytes on, then its first half 16 on */
+    const __m256i k32 = _mm256_set_epi64x(tl_crc_k[32], tl_crc_k[40], tl_crc_k[32], tl_crc_k[40]);
+    x1 = _mm256_xor_si256(x1, _mm256_xor_si256(_mm256_clmulepi64_epi128(x0, k32, 0x00),
+                                               _mm256_clmulepi64_epi128(x0, k32, 0x11)));
+    x2 = _mm256_xor_si256(x2, _mm256_xor_si256(_mm256_clmulepi64_epi128(x1, k32, 0x00),
+                                               _mm256_clmulepi64_epi128(x1, k32, 0x11)));
+    x3 = _mm256_xor_si256(x3, _mm256_xor_si256(_mm256_clmulepi64_epi128(x2, k32, 0x00),
+                                               _mm256_clmulepi64_epi128(x2, k32, 0x11)));
+    const __m128i k16 = _mm_set_epi64x(tl_crc_k[16], tl_crc_k[24]);
+    __m128i lo = _mm256_castsi256_si128(x3), a = _mm256_extracti128_si256(x3, 1);
+    a = _mm_xor_si128(a, _mm_xor_si128(_mm_clmulepi64_si128(lo, k16, 0x00),
+                                       _mm_clmulepi64_si128(lo, k16, 0x11)));
+    uint32_t r = (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(a));
+    r = (uint32_t)_mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(a, 1));
+    r = tl_crc_shift(r, 3 * lane) ^ tl_crc_shift((uint32_t)b, 2 * lane) ^
+        tl_crc_shift((uint32_t)d, lane) ^ (uint32_t)e;
+    *pp = pd + lane;
+    *np -= 128 * rounds + 3 * lane;
+    /* the SSE code that goes on (tl_crc_hw) must not find the upper halves
+     * dirty: a transition penalty of hundreds of cycles otherwise */
+    _mm256_zeroupper();
+    return r;
+}
+
+TL_CRC_WIDE static uint32_t tl_crc_wide(uint32_t c, const uint8_t *p, size_t n) {
+    while (n >= TL_CRC_WIDE_MIN) c = tl_crc_wide_part(c, &p, &n);
+    return tl_crc_hw(c, p, n);
+}
 #endif
 
 /* The path every CRC takes, chosen at the first call and again whenever
@@ -210,30 +248,16 @@ TL_CRC_HW static uint32_t tl_crc_hw(uint32_t c, const uint8_t *p, size_t n) {
  * one load and one indirect call besides its bytes. */
 static uint32_t tl_crc_first(uint32_t c, const uint8_t *p, size_t n);
 _Atomic(tl_crc_fn) tl_crc_impl = tl_crc_first;
-static _Atomic(tl_crc_shift_fn) tl_crc_shift_impl;
 
 void tl_crc32c_choose(void) {
     pthread_once(&tl_crc_once, tl_crc_init);
     tl_crc_fn f = tl_crc_scalar;
-    tl_crc_shift_fn g = tl_crc_shift_scalar;
 #if defined(__x86_64__)
-    if (tierlab_cpu_has_sse42()) f = tl_crc_hw, g = tl_crc_shift_hw;
+    if (tierlab_cpu_has_sse42()) f = tl_crc_hw;
+    if (tierlab_cpu_has_sse42() && tierlab_cpu_has_avx2() && __builtin_cpu_supports("vpclmulqdq"))
+        f = tl_crc_wide;
 #endif
-    atomic_store_explicit(&tl_crc_shift_impl, g, memory_order_release);
     atomic_store_explicit(&tl_crc_impl, f, memory_order_release);
-}
-
-uint32_t tl_crc32c_shift(uint32_t crc, uint64_t len) {
-    tl_crc_shift_fn g = atomic_load_explicit(&tl_crc_shift_impl, memory_order_acquire);
-    if (!g) {
-        tl_crc32c_choose();
-        g = atomic_load_explicit(&tl_crc_shift_impl, memory_order_acquire);
-    }
-    return g(crc, len);
-}
-
-uint32_t tierlab_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
-    return tl_crc32c_shift(crc1, len2) ^ crc2;
 }
 
 static uint32_t tl_crc_first(uint32_t c, const uint8_t *p, size_t n) {

@@ -95,11 +95,6 @@ static inline uint32_t tl_crc32c(uint32_t crc, const void *data, size_t len) {
 }
 /* Choose the path again (after tierlab_force_scalar). */
 void tl_crc32c_choose(void);
-/* crc * x^(8 len) mod P: with CRC-32C's complements cancelling, the CRC of
- * A B is tl_crc32c_shift(crc(A), |B|) ^ crc(B) (zlib's crc32_combine), so
- * crc(B) = crc(A B) ^ tl_crc32c_shift(crc(A), |B|). O(log len). */
-typedef uint32_t (*tl_crc_shift_fn)(uint32_t crc, uint64_t len);
-uint32_t tl_crc32c_shift(uint32_t crc, uint64_t len) __attribute__((visibility("hidden")));
 /* Given stored ^ computed CRC of a `len`-byte message, the bit (byte * 8 +
  * bit, bit 0 = least significant) whose flip explains it, or -1 when no
  * single flipped message bit does. O(len). */

@@ -71,17 +71,19 @@ static inline uint64_t tl_block_off(const tl_skip_entry *e, uint32_t b, int kind
 }
 
 /* The skip entries hold running CRCs: entry b's did_crc is the CRC-32C of the
- * term's DID bytes of blocks 0 .. b (likewise freq_crc). The CRC blocks
- * b0 .. b1 must have, their bytes being len long: (kernels/formats/index.md). */
-static inline uint32_t tl_span_crc(const tl_skip_entry *e, uint32_t b0, uint32_t b1, int kind,
-                                   uint64_t len) {
-    uint32_t upto = kind ? e[b1].freq_crc : e[b1].did_crc;
-    if (b0 == 0) return upto;
-    return upto ^ tl_crc32c_shift(kind ? e[b0 - 1].freq_crc : e[b0 - 1].did_crc, len);
+ * term's DID bytes of blocks 0 .. b (likewise freq_crc). So blocks b0 .. b1,
+ * back to back in their file, are sound when the CRC continued from the
+ * running CRC before b0 over their bytes gives the running CRC of b1
+ * (kernels/formats/index.md, "Checksums"). */
+static inline uint32_t tl_run_crc(const tl_skip_entry *e, uint32_t b, int kind) {
+    return kind ? e[b].freq_crc : e[b].did_crc;
+}
+static inline uint32_t tl_run_before(const tl_skip_entry *e, uint32_t b0, int kind) {
+    return b0 ? tl_run_crc(e, b0 - 1, kind) : 0;
 }
 
 /* Decode block b (of nb) of a term into out and check its invariants at
- * level `checks` (its checksum is the caller's: tl_span_crc): kind 0 DIDs, 1
+ * level `checks` (its checksum is the caller's: tl_run_crc): kind 0 DIDs, 1
  * freqs; e: the term's skip entries; p: the block's len bytes (offsets
  * [e[b].offset, e[b + 1].offset) of the file, bounds already checked); n: its
  * postings. Returns 0 or a TL_BAD_* reason, and in *at the position of the
@@ -122,7 +124,7 @@ static inline int tl_block_decode(const struct tierlab_index *ix, const tl_skip_
  * block b of nb at offset a (len bytes): <reason>"; returns TIERLAB_ECORRUPT.
  * p (may be NULL): the block's bytes; with checks on, a block whose bytes fail
  * their checksum is reported as that, whatever else failed. `at`: the bad
- * posting (ORDER, FREQ) or the computed CRC (CRC). */
+ * posting (ORDER, FREQ) or the CRC continued over the block (CRC). */
 int tl_block_fail(const struct tierlab_index *ix, const tl_dict_entry *d, int kind, uint32_t b,
                   uint32_t nb, const tl_skip_entry *e, const uint8_t *p, const uint32_t *out,
                   int why, uint32_t at, int checks, char *err, size_t errlen)

@@ -336,9 +336,15 @@ int tl_dict_find(const struct tierlab_index *ix, const char *term, size_t len, i
     int rc = tl_dict_search(ix, term, len, 0, hit, bytes, err, errlen);
     if (!checks) return rc;
     if (rc == 1) {
-        rc = tl_dict_entry_check(ix, *hit, err, errlen);
-        if (rc) *hit = NULL;
-        return rc ? rc : 1;
+        /* a term of at most 8 bytes is its entry's prefix and length: its
+         * pool bytes, which the lookup did not read, are not read for it */
+        const tl_dict_entry *e = *hit;
+        if (tl_crc32c(0, e, TL_DICT_CRC_BYTES) != e->entry_crc ||
+            (e->term_len > 8 && tl_crc32c(0, ix->pool + e->term_offset, e->term_len) != e->term_crc)) {
+            *hit = NULL;
+            return tl_dict_entry_check(ix, e, err, errlen);
+        }
+        return 1;
     }
     uint64_t again = 0;
     return tl_dict_search(ix, term, len, checks, hit, &again, err, errlen);

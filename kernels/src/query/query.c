@@ -116,6 +116,11 @@ static inline uint32_t tl_block_len(const struct tierlab_index *ix, const tl_cur
     return c->b + 1 < c->nb ? B : c->postings - c->b * B;
 }
 
+/* A run of blocks to check goes on over blocks not decoded (AND passes
+ * some by, and decodes freq blocks only where DIDs match) while they hold at
+ * most this many bytes: fewer, longer CRC passes cost less than the bytes. */
+#define TL_SPAN_GAP_BYTES 512
+
 /* Check the cursor's pending run of decoded blocks of one kind. */
 static int tl_cursor_verify(tierlab_query_ctx *q, tl_cursor *c, int kind) {
     uint32_t n = c->span_n[kind];
@@ -145,10 +150,14 @@ static int tl_cursor_block(tierlab_query_ctx *q, tl_cursor *c, int kind) {
         why = tl_block_decode(ix, e, b, kind, p, z - a, tl_block_len(ix, c), out, checks, &at);
     if (!why && checks) {
         if (c->src) {
-            uint32_t crc = tl_crc32c(0, p, (size_t)(z - a));
-            if (crc != tl_span_crc(e, b, b, kind, z - a)) why = TL_BAD_CRC, at = crc;
-        } else if (c->span_n[kind] && b == c->span_b0[kind] + c->span_n[kind]) {
-            c->span_n[kind]++;
+            uint32_t crc = tl_crc32c(tl_run_before(e, b, kind), p, (size_t)(z - a));
+            if (crc != tl_run_crc(e, b, kind)) why = TL_BAD_CRC, at = crc;
+        } else if (c->span_n[kind] && b >= c->span_b0[kind] + c->span_n[kind] &&
+                   a - tl_block_off(e, c->span_b0[kind] + c->span_n[kind], kind) <=
+                       TL_SPAN_GAP_BYTES) {
+            /* the next block, or one a few blocks on: the run takes in the
+             * blocks between (back to back in the file, checked as well) */
+            c->span_n[kind] = b - c->span_b0[kind] + 1;
         } else {
             int rc = tl_cursor_verify(q, c, kind);
             if (rc) return rc;

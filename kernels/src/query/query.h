@@ -51,9 +51,10 @@ typedef struct tl_cursor {
     uint64_t visited; /* skip entries read */
     uint32_t decoded, fdecoded;
     /* Blocks decoded but not yet checked against their CRCs, per kind (DIDs,
-     * freqs): span_b0 .. span_b0 + span_n - 1. Consecutive blocks lie back to
-     * back in their file, so one CRC pass checks the run (tl_span_check)
-     * when it ends: at a gap, and before the query returns. */
+     * freqs): span_b0 .. span_b0 + span_n - 1 (with small gaps of blocks not
+     * decoded, checked too). Consecutive blocks lie back to back in their
+     * file, so one CRC pass checks the run (tl_span_check) when it ends: at a
+     * larger gap, and before the query returns. */
     uint32_t span_b0[2], span_n[2];
 } tl_cursor;
 

@@ -41,7 +41,7 @@ JSON layout
 -----------
 {benchmark: "integrity", machine{..., loadavg_start, loadavg_end},
 config{size_bytes, seed, rp, queries, codec, block_size, placement, k, reps,
-levels, types, classes}, corpus{...}, index{bytes, files{name: bytes},
+levels, types, classes, chunk, primary}, corpus{...}, index{bytes, files{name: bytes},
 blocks, postings}, workloads[{type, class, queries, results_identical,
 levels{level: {sum_of_min_ms, sum_of_median_ms, pass_median_ms, reps_ms[],
 ratio_min, ratio_median, ratio_pass, per_query_ratio_median}}}],
@@ -227,7 +227,7 @@ def run(cfg: Config, out) -> dict:
         "config": {**inputs_config(cfg, work), "codec": cfg.codec, "block_size": cfg.block_size,
                    "placement": cfg.placement, "k": cfg.k, "reps": cfg.reps,
                    "levels": list(LEVELS), "types": list(registry.query_types()),
-                   "classes": list(cfg.classes),
+                   "classes": list(cfg.classes), "chunk": CHUNK,
                    "primary": "ratio_min: sum of per-query fastest repetitions, level / off"},
         "corpus": corpus_record(cman, index_rec.get("postings")) if cman else None,
         "index": index_rec,
