@@ -178,7 +178,7 @@ invariants) and full (`query run --verify`: every posting too). A warm pass
 at every level must return identical hits; then --reps repetitions, each
 running the whole workload once per level, the order rotating. Reports per
 level the sum over queries of each query's fastest (and median) repetition
-and the ratios to off; the target is at most 3 %% for default on SINGLE H and
+and the ratios to off; the target is at most 3 % for default on SINGLE H and
 AND H (exit status 1 when missed). The load average is recorded: the ratios
 are only as good as the machine is quiet. Takes a few minutes at 200MB.
 """
