@@ -17,11 +17,18 @@ SMALL_MODEL_SPEC = {
     "readahead_bytes": 8192, "workload": {"type": "and", "class": "H", "queries": 40}}
 
 
-def corpus_and_index(d: Path, docs: int) -> Path:
-    """d/c.txt, a seeded corpus of `docs` 512-byte documents, and its
+def corpus_and_index(d: Path, docs: int, doc_bytes: int = 512) -> Path:
+    """d/c.txt, a seeded corpus of `docs` documents of `doc_bytes`, and its
     pfor-delta256 index d/idx; returns d."""
-    assert main(["corpus", "generate", "--docs", str(docs), "--doc-bytes", "512", "--quiet",
-                 "--out", str(d / "c.txt")]) == 0
+    assert main(["corpus", "generate", "--docs", str(docs), "--doc-bytes", str(doc_bytes),
+                 "--quiet", "--out", str(d / "c.txt")]) == 0
     assert main(["index", "build", str(d / "c.txt"), "--codec", "pfor-delta256", "--quiet",
                  "--out", str(d / "idx")]) == 0
+    return d
+
+
+def with_h_workload(d: Path, queries: int = 20) -> Path:
+    """d/h.queries: `queries` SINGLE H queries over d/c.txt; returns d."""
+    assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", "H",
+                 "--queries", str(queries), "--quiet", "--out", str(d / "h.queries")]) == 0
     return d

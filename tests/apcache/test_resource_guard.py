@@ -14,19 +14,15 @@ import pandas as pd
 import pytest
 
 from tierlab.cli import main
+from tiny_inputs import corpus_and_index, with_h_workload
 from tierlab.core import native
 from tierlab.traces.schema import read_table
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("guard")
-    assert main(["corpus", "generate", "--docs", "800", "--doc-bytes", "256", "--quiet",
-                 "--out", str(d / "c.txt")]) == 0
-    assert main(["index", "build", str(d / "c.txt"), "--quiet", "--out", str(d / "idx")]) == 0
-    assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", "H",
-                 "--queries", "20", "--quiet", "--out", str(d / "h.queries")]) == 0
-    return d
+    return with_h_workload(corpus_and_index(tmp_path_factory.mktemp("guard"), docs=800,
+                                            doc_bytes=256))
 
 
 def _refused(capsys, argv) -> str:

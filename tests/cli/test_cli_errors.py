@@ -6,18 +6,14 @@ from __future__ import annotations
 import pytest
 
 from tierlab.cli import main
+from tiny_inputs import corpus_and_index, with_h_workload
 from tierlab.core.errors import TierlabError
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("errors")
-    assert main(["corpus", "generate", "--docs", "800", "--doc-bytes", "256", "--quiet",
-                 "--out", str(d / "c.txt")]) == 0
-    assert main(["index", "build", str(d / "c.txt"), "--quiet", "--out", str(d / "idx")]) == 0
-    assert main(["workload", "generate", "--corpus", str(d / "c.txt"), "--class", "H",
-                 "--queries", "20", "--quiet", "--out", str(d / "h.queries")]) == 0
-    return d
+    return with_h_workload(corpus_and_index(tmp_path_factory.mktemp("errors"), docs=800,
+                                            doc_bytes=256))
 
 
 def fails(capsys, argv) -> str:
