@@ -18,6 +18,7 @@ import pytest
 
 from tierlab.core.registry import configs
 from tierlab.cli import main
+from processes import processes
 from tiny_inputs import corpus_and_index
 from tierlab.traces.schema import read_table
 
@@ -220,17 +221,9 @@ def _child_of(pid: int, name: str, timeout: float = 20.0) -> int:
     """The pid of `pid`'s child process called `name`."""
     end = time.time() + timeout
     while time.time() < end:
-        for p in Path("/proc").iterdir():
-            if not p.name.isdigit():
-                continue
-            try:
-                stat = (p / "stat").read_text()
-            except OSError:
-                continue
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        for child, (ppid, _, comm) in processes().items():
             if ppid == pid and comm.startswith(name[:15]):
-                return int(p.name)
+                return child
         time.sleep(0.05)
     raise AssertionError(f"no child {name} of {pid}")
 

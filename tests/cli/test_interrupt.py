@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from processes import processes
 from tierlab.cli import main
 from tiny_inputs import SMALL_MODEL_SPEC, corpus_and_index
 
@@ -32,21 +33,7 @@ TABLES = ("cache_run", "cache_query", "cache_timeline")
 
 # --- processes ---------------------------------------------------------------------------------
 
-def _procs() -> dict[int, tuple[int, str, str]]:
-    """pid -> (ppid, start time, comm) of every process."""
-    out = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        if rest[0] == "Z":  # a zombie is gone (this container's pid 1 does not reap)
-            continue
-        out[int(p.name)] = (int(rest[1]), rest[19], stat[stat.index("(") + 1:stat.rindex(")")])
-    return out
+_procs = processes
 
 
 RUNS: list["Run"] = []
