@@ -1026,6 +1026,56 @@ int tierlab_apcache_page_hit_ns(uint64_t access_bytes, uint32_t passes, double *
  * (1..1000) passes. 0, TIERLAB_EINVAL, _EIO or _ENOMEM. */
 int tierlab_apcache_page_miss_ns(uint32_t run_pages, uint32_t passes, double *ns);
 
+
+/* Memory traces and the memory-side stream (traces/memtrace.md)
+ * ------------------------------------------
+ * The interface between the tracing build of the query kernels (which
+ * records every load and store of a query run), the cache filter (which turns
+ * those accesses into the requests that reach memory) and the timing model /
+ * external simulators (which time the requests on a memory tier).
+ *
+ * Regions name the structure an address belongs to. The numbers are part of
+ * the trace format: append new regions, never renumber. Names (as `tierlab
+ * list memory-regions` prints them) come from tierlab_memtrace_region_name. */
+#define TIERLAB_REGION_OTHER 0
+#define TIERLAB_REGION_DICTIONARY 1
+#define TIERLAB_REGION_SKIP 2
+#define TIERLAB_REGION_DID 3
+#define TIERLAB_REGION_FREQ 4
+#define TIERLAB_REGION_SEGMENT_CACHE 5
+#define TIERLAB_REGION_DECODE_BUFFER 6
+#define TIERLAB_REGION_TOPK_HEAP 7
+#define TIERLAB_REGIONS 8
+
+/* One recorded access: 16 bytes, little-endian on disk, in program order. */
+typedef struct tierlab_memtrace_record {
+    uint64_t addr;   /* virtual byte address of the access                 */
+    uint32_t query;  /* ordinal of the query in its workload (0-based)     */
+    uint16_t size;   /* bytes accessed (1..65535; larger copies are split) */
+    uint8_t kind;    /* TIERLAB_ACCESS_LOAD or TIERLAB_ACCESS_STORE        */
+    uint8_t region;  /* TIERLAB_REGION_*                                   */
+} tierlab_memtrace_record;
+
+#define TIERLAB_ACCESS_LOAD 0
+#define TIERLAB_ACCESS_STORE 1
+
+/* One request of the memory-side stream, what leaves the last cache level:
+ * 24 bytes, in the order the cache filter emits them. */
+typedef struct tierlab_mem_request {
+    uint64_t addr;   /* byte address of the cache line (line-aligned)      */
+    uint32_t query;  /* query of the access that caused it                 */
+    uint32_t gap;    /* accesses served by the caches since the previous
+                        request: the work a core does between requests     */
+    uint8_t kind;    /* TIERLAB_REQ_READ, _WRITEBACK or _PREFETCH          */
+    uint8_t region;  /* TIERLAB_REGION_* of the line                       */
+    uint16_t pad;    /* zero                                               */
+    uint32_t pad2;   /* zero                                               */
+} tierlab_mem_request;
+
+#define TIERLAB_REQ_READ 0      /* demand miss of the last level           */
+#define TIERLAB_REQ_WRITEBACK 1 /* dirty line evicted from the last level  */
+#define TIERLAB_REQ_PREFETCH 2  /* line fetched by a hardware prefetcher   */
+
 #ifdef __cplusplus
 }
 #endif
