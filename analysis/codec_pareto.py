@@ -9,7 +9,6 @@ codec, peer, dataset, list, regime, bits_per_int, decode_ns_per_int, error).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from tierlab.core.files import save_figure  # noqa: E402
 
 REGIME_ORDER = ("per-block", "whole-list")
 DATASET_ORDER = ("clustered", "uniform")
@@ -154,13 +154,7 @@ def plot_codec_pareto(records: pd.DataFrame, path, dpi: int = 130) -> Path:
     for ax, points, avoid, hlines in to_label:
         _place_labels(ax, points, avoid, hlines)
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")  # readers never see half a PNG
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.replace(tmp, path)
+    try:  # readers never see half a PNG
+        return save_figure(fig, path, dpi=dpi, format="png")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return path

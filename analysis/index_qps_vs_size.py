@@ -8,7 +8,6 @@ Input: the JSON document of `tierlab bench index` (a dict).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
@@ -18,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from tierlab.analysis.codec_pareto import _place_labels  # noqa: E402
+from tierlab.core.files import save_figure  # noqa: E402
 
 TYPE_TITLES = {"single": "SINGLE", "and": "AND"}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">")
@@ -83,13 +83,7 @@ def plot_qps_vs_size(doc: dict, path, dpi: int = 130) -> Path:
     for ax, points, avoid in to_label:
         _place_labels(ax, points, avoid)
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")  # readers never see half a PNG
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png")
-        os.replace(tmp, path)
+    try:  # readers never see half a PNG
+        return save_figure(fig, path, dpi=dpi, format="png")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
-    return path

@@ -10,13 +10,13 @@ values it averaged over.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless: called from the CLI and from workflow rules
 import matplotlib.pyplot as plt  # noqa: E402
+from tierlab.core.files import save_figure  # noqa: E402
 
 CONFIG_ORDER = ("base", "base-prefetch", "hybrid", "hybrid-prefetch")
 OTHER_KEYS = ("rp", "cores", "lookahead", "policy", "query_class", "segment_bytes",
@@ -24,13 +24,10 @@ OTHER_KEYS = ("rp", "cores", "lookahead", "policy", "query_class", "segment_byte
 
 
 def _save(fig, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    try:
+        return save_figure(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def plot_qps_vs_cache(df, path, where: dict | None = None, title: str = "",

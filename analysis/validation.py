@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import save_figure
 from tierlab.traces.schema import RUN_METRICS, RUN_PARAMS
 
 PARAM_KEYS = list(RUN_PARAMS)
@@ -437,5 +438,7 @@ def parity_plot(paired: pd.DataFrame, path) -> None:
     axes[0].legend(fontsize=8)
     fig.suptitle("SimPy model vs native runtime")
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=130)
+    finally:
+        plt.close(fig)

@@ -9,6 +9,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tierlab.core.files import write_atomic
 from tierlab.core.specs import REAL
 from tierlab.traces.schema import columns
 
@@ -80,7 +81,7 @@ def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
            "noise_floor_emulated_devices_only": emulated_floor,
            "param_mismatches": mism, "notes": list(extra_notes),
            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    (out / "summary.json").write_text(json.dumps(doc, indent=1, default=_json) + "\n")
+    write_atomic(out / "summary.json", json.dumps(doc, indent=1, default=_json) + "\n")
     text = val.format_summary(summary, paired)
     if floor is not None:
         text += "\n" + val.format_floor(floor)

@@ -81,7 +81,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -92,6 +91,7 @@ import numpy as np
 from tierlab import __version__
 from tierlab.core import registry
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import scratch
 
 FORMAT = "tierlab-costs"
 VERSION = 1
@@ -412,16 +412,9 @@ class Costs(CostModel):
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the JSON (atomically: a temporary file renamed into place)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
-            os.replace(tmp, path)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise TierlabError(f"cannot write {path}: {e.strerror or e}") from None
-        return path
+        from tierlab.core.files import write_atomic
+
+        return write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "cost table") -> "Costs":
@@ -994,8 +987,7 @@ def measure(index: str | os.PathLike, *, workloads=None, placement: str | None =
     documents = int(info["docs"])
     thr = Thresholds.resolve(documents=documents)
     postings = dict(zip(ext["term"], ext["postings"].astype(np.int64)))
-    with tempfile.TemporaryDirectory(prefix="tierlab-costs-") as tmp:
-        tmp = Path(tmp)
+    with scratch("costs") as tmp:
         if workloads:
             wls = [_Workload(Path(w), _workload_sidecar_class(Path(w)), Path(w).name)
                    for w in workloads]
@@ -1101,8 +1093,7 @@ def default(codec: str = DEFAULT_CODEC, *, refresh: bool = False, progress: bool
     from tierlab.engine import corpus as corpus_mod
     from tierlab.engine import index as index_mod
 
-    with tempfile.TemporaryDirectory(prefix="tierlab-costs-default-") as tmp:
-        tmp = Path(tmp)
+    with scratch("costs-default") as tmp:
         corpus_mod.generate(tmp / "corpus.txt",
                             corpus_mod.GenerateParams(size_bytes=DEFAULT_CORPUS_BYTES),
                             progress=progress)

@@ -1,9 +1,12 @@
 """The processes of this machine as /proc shows them, for the tests that
 start, signal and wait for tierlab's processes (importable from any test:
-tests/ is on sys.path through its conftest.py)."""
+tests/ is on sys.path through its conftest.py). One /proc reader:
+tierlab.core.signals.proc_stat, the one the leftover sweeps use."""
 from __future__ import annotations
 
 from pathlib import Path
+
+from tierlab.core.signals import proc_stat
 
 
 def processes() -> dict[int, tuple[int, str, str]]:
@@ -13,12 +16,8 @@ def processes() -> dict[int, tuple[int, str, str]]:
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
-        try:
-            stat = (p / "stat").read_text()
-        except OSError:
+        st = proc_stat(p.name)
+        if st is None or st[0] == "Z":
             continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        if rest[0] == "Z":
-            continue
-        out[int(p.name)] = (int(rest[1]), rest[19], stat[stat.index("(") + 1:stat.rindex(")")])
+        out[int(p.name)] = st[1:]
     return out

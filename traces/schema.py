@@ -106,17 +106,15 @@ def to_arrow(table: str, data) -> pa.Table:
 def write_table(table: str, data, path: str | os.PathLike) -> Path:
     """Write one result table, Parquet or (suffix .csv) CSV, atomically: a
     temporary file renamed into place."""
+    from tierlab.core.files import atomic_outputs
+
     path = Path(path)
     t = to_arrow(table, data)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_outputs(path) as (tmp,):
         if path.suffix == ".csv":
             _csv_frame(table, t).to_csv(tmp, index=False)
         else:
             pq.write_table(t, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as e:  # SIGINT, SIGTERM or SIGHUP
             signals.hold()  # stopping already: a second signal changes nothing
             by = "" if signals.signum(e) == signal.SIGINT else f" by {e}"
-            print(f"tierlab: interrupted{by}", file=sys.stderr)
+            note = getattr(e, "note", None)  # what a held() block finished meanwhile
+            why = f" (it came while {note})" if note else ""
+            print(f"tierlab: interrupted{by}{why}", file=sys.stderr)
             return signals.exit_status(e)
 
 

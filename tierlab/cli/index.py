@@ -196,10 +196,12 @@ def run_check(args) -> int:
         print(f"OK {args.index}: {r.terms:,} terms, {r.blocks:,} blocks, {r.postings:,} postings, "
               f"{r.bytes:,} bytes checked")
     else:
-        where = (f"byte {r.offset:,}" + (f" bit {r.bit}" if r.bit is not None else "")
-                 if r.exact else f"offset {r.offset:,}" + (f" ({r.length:,} bytes)"
-                                                           if r.length else ""))
-        print(f"DAMAGED {args.index}: {r.file} {where}: {r.what}")
+        where = (f" byte {r.offset:,}" + (f" bit {r.bit}" if r.bit is not None else "")
+                 if r.exact else f" offset {r.offset:,}" + (f" ({r.length:,} bytes)"
+                                                            if r.length else ""))
+        if not (r.exact or r.offset or r.length):  # the whole file (a missing one)
+            where = ""
+        print(f"DAMAGED {args.index}: {r.file}{where}: {r.what}")
         if r.term is not None:
             print(f"  term #{r.term:,}" + (f", block {r.block}" if r.block is not None else ""))
         print(f"  checked before it: {r.terms:,} terms, {r.blocks:,} blocks")

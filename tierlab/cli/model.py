@@ -164,7 +164,9 @@ def reference_cmd(args) -> int:
         ids = {cid for cid, _ in cells}
         tables[name] = df[df["params"].map(lambda p: json.loads(p).get("cell_id") in ids)]
     trends = reference.check_all(tables["main"], tables["lookahead"], tables["multicore"])
-    (out / "trends.json").write_text(json.dumps(trends, indent=1, default=str) + "\n")
+    from tierlab.core.files import write_atomic
+
+    write_atomic(out / "trends.json", json.dumps(trends, indent=1, default=str) + "\n")
     from tierlab.analysis.model_reference import plot_all
 
     paths = plot_all(tables["main"], tables["lookahead"], tables["multicore"], out)

@@ -132,7 +132,7 @@ def run_stats(args) -> int:
     if args.out:
         from pathlib import Path
 
-        from tierlab.engine.corpus import atomic_outputs
+        from tierlab.core.files import atomic_outputs
 
         with atomic_outputs(Path(args.out)) as (tmp,):
             tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -38,11 +38,14 @@ STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(KeyboardInterrupt):
-    """A KeyboardInterrupt raised for `signum` (SIGINT, SIGTERM or SIGHUP)."""
+    """A KeyboardInterrupt raised for `signum` (SIGINT, SIGTERM or SIGHUP);
+    `note`, when the signal came inside a held() block that then finished,
+    says what that block completed (the CLI adds "(it came while NOTE)")."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, note: str | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum = int(signum)
+        self.note = note
 
 
 def signum(exc: BaseException | None) -> int:
@@ -57,6 +60,7 @@ def exit_status(exc: BaseException | None) -> int:
 
 _held = 0
 _pending: int | None = None
+_note: str | None = None  # what the held() blocks completed while _pending waited
 
 
 def _raise(sig, frame):
@@ -105,6 +109,12 @@ def handled():
             if h is not None:
                 signal.signal(s, h)
         _held, _pending = 0, None
+        _set_note(None)
+
+
+def _set_note(note: str | None) -> None:
+    global _note
+    _note = note
 
 
 def hold() -> None:
@@ -119,22 +129,40 @@ def pending() -> int | None:
     return _pending
 
 
+class Hold:
+    """The handle of a held() block: `note` says what the block completes
+    ("outputs were being moved into place: those written are complete");
+    set it to None when the block turns out not to (a cancelled commit)."""
+
+    def __init__(self, note: str | None):
+        self.note = note
+
+
 @contextmanager
-def held():
+def held(note: str | None = None):
     """Run the block whole: an interrupting signal (once install()ed) that
-    arrives inside it is raised as Interrupted when it ends."""
+    arrives inside it is raised as Interrupted when the outermost held()
+    ends. If the block ends normally with a signal pending, its `note`
+    (the yielded Hold's, the first of nested blocks) rides on the Interrupted."""
     global _held, _pending
+    h = Hold(note)
     if not _main_thread() or not installed():
-        yield
+        yield h
         return
     _held += 1
+    finished = False
     try:
-        yield
+        yield h
+        finished = True
     finally:
         _held -= 1
+        if finished and _pending is not None and _note is None:
+            _set_note(h.note)
         if not _held and _pending is not None:
             sig, _pending = _pending, None
-            raise Interrupted(sig)
+            why = _note
+            _set_note(None)
+            raise Interrupted(sig, why)
 
 
 # --- children ---------------------------------------------------------------------------------
@@ -257,9 +285,27 @@ def temporary(path: str | os.PathLike):
 
 # --- leftovers of killed runs -----------------------------------------------------------------
 
+def proc_stat(pid: int | str) -> tuple[str, int, str, str] | None:
+    """(state, ppid, start time, comm) of process `pid` from /proc/PID/stat
+    (proc(5): fields 3, 4, 22 and 2), or None when it cannot be read (no such
+    process, no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    head, _, tail = stat.rpartition(")")  # comm may hold spaces and ')'
+    rest = tail.split()
+    if len(rest) < 20:
+        return None
+    return rest[0], int(rest[1]), rest[19], head[head.find("(") + 1:]
+
+
 def alive(pid: int) -> bool:
-    """Whether a process `pid` exists (os.kill(pid, 0); one of another user
-    counts)."""
+    """Whether a process `pid` runs: os.kill(pid, 0) finds it (one of another
+    user counts) and /proc does not show it as a zombie, which has ended and
+    only waits to be reaped (os.kill succeeds on it; this container's pid 1
+    reaps nothing)."""
     if pid <= 0:
         return False
     try:
@@ -267,8 +313,9 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    st = proc_stat(pid)
+    return st is None or st[0] not in ("Z", "X")
 
 
 def stale(folder: str | os.PathLike, pattern: str) -> list[tuple[Path, int]]:

@@ -42,7 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from tierlab import __version__
+from tierlab.core import signals
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import atomic_outputs
 from tierlab.core.native import cstr
 
 CIFF_VERSION = 1
@@ -134,8 +136,7 @@ def export(index: str | os.PathLike, out: str | os.PathLike, description: str | 
 
     ffi, lib = ffi_lib()
     out = output_file(out, "--ciff")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    with Index(index) as ix:
+    with Index(index) as ix, atomic_outputs(out) as (tmp,):
         m = ix.manifest
         n_docs, n_terms = int(ix.info["docs"]), int(ix.info["terms"])
         if n_docs >= 2 ** 31 or n_terms >= 2 ** 31:
@@ -181,41 +182,36 @@ def export(index: str | os.PathLike, out: str | os.PathLike, description: str | 
             if progress:
                 progress(done, n_terms)
 
-        try:
-            with open(tmp, "wb") as f:
-                f.write(_delimited(header))
-                for i in range(n_terms):
-                    if lib.tierlab_index_term_at(ix._ix, i, term_pc, term_len, post) != 0:
-                        raise TierlabError(f"{index}: corrupt dictionary entry {i}")
-                    term = ffi.buffer(term_p[0], term_len[0])[:]
-                    p = int(post[0])
-                    if pending and fill + p > cap:
-                        flush(f, i)
-                    if p > cap:
-                        cap = p
-                        dids = np.zeros(cap, dtype=np.uint32)
-                        freqs = np.zeros(cap, dtype=np.uint32)
-                    got = lib.tierlab_index_postings(
-                        ix._ix, i, ffi.from_buffer("uint32_t[]", dids[fill:fill + p]),
-                        ffi.from_buffer("uint32_t[]", freqs[fill:fill + p]), err,
-                        lib.TIERLAB_ERRMSG)
-                    if got < 0:
-                        raise TierlabError(ffi.string(err).decode(errors="replace"))
-                    pending.append((term, p))
-                    fill += p
-                if pending:
-                    flush(f, n_terms)
-                for a in range(0, n_docs, EXPORT_CHUNK):
-                    f.write(b"".join(_delimited(_field_varint(1, d)
-                                                + _field_bytes(2, str(d).encode())
-                                                + _field_varint(3, n))
-                                     for d, n in enumerate(doclen[a:a + EXPORT_CHUNK].tolist(), a)))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, out)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        with open(tmp, "wb") as f:
+            f.write(_delimited(header))
+            for i in range(n_terms):
+                if lib.tierlab_index_term_at(ix._ix, i, term_pc, term_len, post) != 0:
+                    raise TierlabError(f"{index}: corrupt dictionary entry {i}")
+                term = ffi.buffer(term_p[0], term_len[0])[:]
+                p = int(post[0])
+                if pending and fill + p > cap:
+                    flush(f, i)
+                if p > cap:
+                    cap = p
+                    dids = np.zeros(cap, dtype=np.uint32)
+                    freqs = np.zeros(cap, dtype=np.uint32)
+                got = lib.tierlab_index_postings(
+                    ix._ix, i, ffi.from_buffer("uint32_t[]", dids[fill:fill + p]),
+                    ffi.from_buffer("uint32_t[]", freqs[fill:fill + p]), err,
+                    lib.TIERLAB_ERRMSG)
+                if got < 0:
+                    raise TierlabError(ffi.string(err).decode(errors="replace"))
+                pending.append((term, p))
+                fill += p
+            if pending:
+                flush(f, n_terms)
+            for a in range(0, n_docs, EXPORT_CHUNK):
+                f.write(b"".join(_delimited(_field_varint(1, d)
+                                            + _field_bytes(2, str(d).encode())
+                                            + _field_varint(3, n))
+                                 for d, n in enumerate(doclen[a:a + EXPORT_CHUNK].tolist(), a)))
+            f.flush()
+            os.fsync(f.fileno())
     return {"postings_lists": n_terms, "doc_records": n_docs, "terms_in_collection": cf_total,
             "bytes": out.stat().st_size}
 
@@ -564,7 +560,7 @@ def import_(ciff: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
 
 
 def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
-    from tierlab.engine.index import leftovers, read_manifest
+    from tierlab.engine.index import committing, leftovers, read_manifest
     from tierlab.core.native import ffi_lib
 
     ffi, lib = ffi_lib()
@@ -606,8 +602,11 @@ def _import(cf: CiffFile, out, codec, block_size, overwrite, progress):
                 progress(i + 1, len(lists))
         ok = True
     finally:
-        rc = lib.tierlab_index_writer_close(w[0], 1 if ok else 0, ffi.NULL, err,
-                                            lib.TIERLAB_ERRMSG)
+        with signals.held(committing(out)) as h:  # the commit runs whole, and says so
+            rc = lib.tierlab_index_writer_close(w[0], 1 if ok else 0, ffi.NULL, err,
+                                                lib.TIERLAB_ERRMSG)
+            if rc != 0 or not ok:
+                h.note = None
     if rc != 0:
         raise TierlabError(ffi.string(err).decode(errors="replace"))
     return read_manifest(out)

@@ -42,7 +42,6 @@ import hashlib
 import json
 import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +49,7 @@ import numpy as np
 
 from tierlab import __version__
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import atomic_outputs
 
 FORMAT = "tierlab-corpus"
 FORMAT_VERSION = 1
@@ -78,39 +78,6 @@ def manifest_path(corpus: str | os.PathLike) -> Path:
 
 def terms_path(corpus: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(corpus)}.terms.tsv")
-
-
-# --- atomic outputs ----------------------------------------------------------
-
-@contextmanager
-def atomic_outputs(*paths: Path):
-    """Yield temporary paths next to `paths`; rename them onto `paths` (in
-    order) when the block succeeds, remove them whatever happens otherwise."""
-    paths = tuple(Path(p) for p in paths)
-    for p in paths:
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)  # like the other outputs of tierlab
-        except OSError as e:
-            raise TierlabError(f"cannot write {p}: cannot create {p.parent} ({e.strerror})") from None
-        if p.is_dir():
-            raise TierlabError(f"cannot write {p}: it is a directory")
-        if not os.access(p.parent, os.W_OK):
-            raise TierlabError(f"cannot write {p}: directory {p.parent} is not writable")
-    tmps = tuple(p.with_name(f".{p.name}.{os.getpid()}.tmp") for p in paths)
-    try:
-        yield tmps
-        for t, p in zip(tmps, paths):
-            os.replace(t, p)
-    except OSError as e:  # disk full and the like: one line, not a traceback
-        name = paths[tmps.index(Path(e.filename))] if Path(e.filename or "") in tmps else (
-            e.filename or paths[0])
-        raise TierlabError(f"cannot write {name}: {e.strerror or e}") from None
-    finally:
-        for t in tmps:
-            try:
-                t.unlink()
-            except FileNotFoundError:
-                pass
 
 
 def file_digest(path: Path, chunk: int = 1 << 20) -> str:

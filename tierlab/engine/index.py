@@ -7,8 +7,9 @@ An index directory holds dict.bin, skip.bin, dids.bin, freqs.bin and
 manifest.json; kernels/formats/index.md documents every byte. The C build
 writes all five into `<out>.tmp-<pid>` and renames the directory at the very
 end, so a directory named like the index is always complete. A build stopped
-by a signal removes it (the progress callback cancels, in every phase); one
-killed by SIGKILL leaves it, and the next build of the same `out` removes it
+by a signal removes it (the progress callback cancels, in every phase up to
+the commit point; a signal inside the commit lets it finish and the
+interruption says so: `committing`); one killed by SIGKILL leaves it, and the next build of the same `out` removes it
 once its pid is gone (`leftovers`).
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tierlab.core import signals
 from tierlab.core.errors import TierlabError
 from tierlab.core.native import cstr
 
@@ -87,8 +89,6 @@ def leftovers(out: str | os.PathLike) -> list[str]:
     `<out>.tmp-<pid>` whose process is gone; `<out>.old-<pid>` (the index a
     --force build moved aside just before its commit) is removed when `out`
     exists and renamed back to `out` otherwise. Returns one line per path."""
-    from tierlab.core import signals
-
     out = Path(str(out).rstrip("/") or "/")
     name = re.escape(out.name)
     done = signals.remove_stale(out.parent, rf"{name}\.tmp-(?P<pid>\d+)")
@@ -100,6 +100,11 @@ def leftovers(out: str | os.PathLike) -> list[str]:
             os.replace(old, out)
             done.append(f"{old} (the index it replaced: renamed back to {out})")
     return done
+
+
+def committing(out: str | os.PathLike) -> str:
+    """What a signal that came during the commit of index `out` interrupted."""
+    return f"{out} was being committed: the index is complete"
 
 
 @dataclass
@@ -144,9 +149,21 @@ def build(corpus: str | os.PathLike, out: str | os.PathLike, *, codec: str = "ba
     err = ffi.new("char[]", lib.TIERLAB_ERRMSG)
     for line in leftovers(out):
         print(f"tierlab: removed {line}, left by a killed build", file=sys.stderr)
-    with progress_callback(progress or (lambda done, total: False)) as cb:
-        rc = lib.tierlab_index_build(os.fsencode(corpus), os.fsencode(out), p, cb, ffi.NULL,
-                                     st, err, lib.TIERLAB_ERRMSG)
+    update = progress or (lambda done, total: False)
+
+    def poll(done: int, total: int) -> bool:  # a signal waiting in held(): cancel
+        return signals.pending() is not None or bool(update(done, total))
+
+    # The C build runs held(): a SIGINT/TERM/HUP is only recorded, and the
+    # progress callback polls it. Before the commit point (the last callback
+    # comes right before it) the build cancels and commits nothing; inside the
+    # commit (fsync, rename) it finishes, and the interruption says so.
+    with signals.held(committing(out)) as h:
+        with progress_callback(poll) as cb:
+            rc = lib.tierlab_index_build(os.fsencode(corpus), os.fsencode(out), p, cb, ffi.NULL,
+                                         st, err, lib.TIERLAB_ERRMSG)
+        if rc != 0:
+            h.note = None
     if rc != 0:
         raise TierlabError(ffi.string(err).decode(errors="replace") or _ERRORS.get(rc, str(rc)))
     stats = _struct_dict(ffi, st)
@@ -270,8 +287,8 @@ class Index:
         for f in FILES:
             want = self.manifest.get("files", {}).get(f)
             p = self.path / f
-            if not p.exists():
-                raise TierlabError(f"{path}: {f} is missing")
+            if not p.exists():  # damage, like a damaged file (tierlab_index_check says so too)
+                raise TierlabError(f"corrupt index: {p} is missing (the manifest lists it)")
             if want is not None and p.stat().st_size != want:
                 raise TierlabError(f"{p}: {p.stat().st_size} bytes, the manifest says {want}")
         out = ffi.new("tierlab_index **")

@@ -37,8 +37,9 @@ import time
 import zlib
 from pathlib import Path
 
-from tierlab.engine.corpus import (DOC_BYTES, atomic_outputs, count_terms, make_manifest, manifest_path,
-                     read_terms, terms_path, write_manifest)
+from tierlab.core.files import atomic_outputs
+from tierlab.engine.corpus import (DOC_BYTES, count_terms, make_manifest, manifest_path,
+                                   read_terms, terms_path, write_manifest)
 from tierlab.core.errors import TierlabError
 
 FORMATS = ("text", "jsonl", "wet")

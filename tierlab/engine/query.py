@@ -32,6 +32,7 @@ import numpy as np
 
 from tierlab import __version__
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import atomic_outputs, write_atomic
 from tierlab.engine.index import FILES, Index, dontneed, read_manifest, resident_bytes
 
 BATCH = 4096  # queries per C call (bounds the hits buffer)
@@ -243,7 +244,7 @@ def run(index: str | os.PathLike, workload: str | os.PathLike, out: str | os.Pat
         written.append(out)
         write_table("query", table, out)
         written.append(summary_path(out))
-        summary_path(out).write_text(json.dumps(summary, indent=2) + "\n")
+        write_atomic(summary_path(out), json.dumps(summary, indent=2) + "\n")
     except BaseException as e:
         for path in written:
             path.unlink(missing_ok=True)
@@ -266,9 +267,7 @@ def _workload_class(workload) -> str:
 
 
 def _write_hits(path, hits, nhits) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
+    with atomic_outputs(Path(path)) as (tmp,), open(tmp, "w") as f:
         f.write("query_id\trank\tdid\tscore\n")
         qid = 0
         for h, nh in zip(hits, nhits):

@@ -58,7 +58,8 @@ from pathlib import Path
 
 from tierlab import __version__
 from tierlab.core import registry
-from tierlab.engine.corpus import atomic_outputs, read_manifest, read_terms, terms_path
+from tierlab.core.files import atomic_outputs
+from tierlab.engine.corpus import read_manifest, read_terms, terms_path
 from tierlab.core.errors import TierlabError
 
 FORMAT = "tierlab-workload"

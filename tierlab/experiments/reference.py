@@ -64,6 +64,7 @@ from pathlib import Path
 import numpy as np
 
 from tierlab.core import registry
+from tierlab.core.files import scratch
 
 FRACTIONS = [0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0]
 SMALL = [0.01, 0.02, 0.05, 0.1, 0.2]
@@ -90,7 +91,6 @@ def reference_costs(codec: str = "pfor-delta256", *, refresh: bool = False, log=
     """The reference cost table (module docstring): cached, else measured now
     on a generated 1 GB corpus (a few minutes, ~1.2 GB of temporary disk)."""
     import sys
-    import tempfile
 
     from tierlab.engine import corpus as corpus_mod
     from tierlab.model import costs as costs_mod
@@ -105,8 +105,7 @@ def reference_costs(codec: str = "pfor-delta256", *, refresh: bool = False, log=
         log(f"tierlab: {path}: {why}")
     log(f"tierlab: measuring the reference cost table ({REFERENCE_CORPUS_BYTES // 10**6} MB "
         f"generated corpus, {codec}); cached as {path}")
-    with tempfile.TemporaryDirectory(prefix="tierlab-costs-reference-") as tmp:
-        tmp = Path(tmp)
+    with scratch("costs-reference") as tmp:
         corpus_mod.generate(tmp / "corpus.txt",
                             corpus_mod.GenerateParams(size_bytes=REFERENCE_CORPUS_BYTES))
         index_mod.build(tmp / "corpus.txt", tmp / "idx", codec=codec)

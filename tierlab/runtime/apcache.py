@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from tierlab import __version__
-from tierlab.core import runspec, signals, specs
+from tierlab.core import files, runspec, signals, specs
 from tierlab.core.errors import TierlabError
 
 TABLES = ("cache_run", "cache_query", "cache_timeline")
@@ -188,8 +188,7 @@ def _leftovers(index: Path, out: Path, spec: runspec.RunSpec,
         removed += signals.remove_stale(d, r"tierlab-segcache-(?P<pid>\d+)-\w{6}")
         removed += signals.remove_stale(d, r"tierlab-(?P<pid>\d+)-\d+-.+")
     if results is not None:
-        dst = Path(results)
-        removed += signals.remove_stale(dst.parent, rf"\.{re.escape(dst.name)}\.tmp-(?P<pid>\d+)")
+        removed += files.sweep(results, report=False)
     try:
         old = sorted(str(p) for p in out.iterdir() if OLD_RAW.fullmatch(p.name))
     except OSError:
@@ -310,7 +309,7 @@ def run(spec: runspec.RunSpec, out=None, *, results=None, progress=None) -> dict
             raise TierlabError(f"apcache run failed: {why}"
                                + (f"; removed what it left: {', '.join(left)}" if left else ""))
         # the tables of a run stopped by a signal too (params.partial), all three or none
-        with signals.held():
+        with signals.held(files.MOVING):
             row = _commit(raw, out, results, spec=spec, cache=cache, index=index,
                           workload=workload, manifest=manifest, meta=meta, dev_spec=dev_spec,
                           started=started, machine=machine())
@@ -379,7 +378,7 @@ def _commit(raw: Path, out: Path, results, **kw) -> dict:
     if results is not None and (raw / "hits.tsv").exists():
         dst = Path(results)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+        tmp = files.temporary_name(dst)
         try:
             shutil.copyfile(raw / "hits.tsv", tmp)
             moves.append((tmp, dst))

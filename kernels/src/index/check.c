@@ -79,26 +79,35 @@ int tl_skip_open(const struct tierlab_index *ix, const tl_dict_entry *d, int che
                       t, (unsigned long long)off, h->postings, h->nblocks, d->postings);
     }
     if (checks) {
-        const tl_skip_entry *e = (const tl_skip_entry *)(h + 1);
-        uint64_t rec = tl_skip_record_bytes(nb);
-        uint32_t crc = tl_crc32c(0, h, (size_t)(rec - 4));
-        if (crc != e[nb].freq_crc) {
-            tl_term_label(ix, d, t, sizeof t);
-            return tl_err(err, errlen, TIERLAB_ECORRUPT,
-                          "corrupt index: skip.bin: term %s: record at offset %llu (%llu bytes): "
-                          "checksum mismatch (stored %08x, computed %08x)",
-                          t, (unsigned long long)off, (unsigned long long)rec, e[nb].freq_crc,
-                          crc);
-        }
-        if (e[nb].prev_did >= ix->info.docs) {
-            tl_term_label(ix, d, t, sizeof t);
-            return tl_err(err, errlen, TIERLAB_ECORRUPT,
-                          "corrupt index: skip.bin: term %s: last DID %u is not below the %llu "
-                          "documents",
-                          t, e[nb].prev_did, (unsigned long long)ix->info.docs);
-        }
+        int rc = tl_skip_record_check(ix, d, h, err, errlen);
+        if (rc) return rc;
     }
     *head = h;
+    return 0;
+}
+
+int tl_skip_record_check(const struct tierlab_index *ix, const tl_dict_entry *d,
+                         const tl_skip_head *h, char *err, size_t errlen) {
+    char t[96];
+    uint64_t nb = h->nblocks;
+    const tl_skip_entry *e = (const tl_skip_entry *)(h + 1);
+    uint64_t rec = tl_skip_record_bytes(nb);
+    uint32_t crc = tl_crc32c(0, h, (size_t)(rec - 4));
+    if (crc != e[nb].freq_crc) {
+        tl_term_label(ix, d, t, sizeof t);
+        return tl_err(err, errlen, TIERLAB_ECORRUPT,
+                      "corrupt index: skip.bin: term %s: record at offset %llu (%llu bytes): "
+                      "checksum mismatch (stored %08x, computed %08x)",
+                      t, (unsigned long long)d->skip_offset, (unsigned long long)rec,
+                      e[nb].freq_crc, crc);
+    }
+    if (e[nb].prev_did >= ix->info.docs) {
+        tl_term_label(ix, d, t, sizeof t);
+        return tl_err(err, errlen, TIERLAB_ECORRUPT,
+                      "corrupt index: skip.bin: term %s: last DID %u is not below the %llu "
+                      "documents",
+                      t, e[nb].prev_did, (unsigned long long)ix->info.docs);
+    }
     return 0;
 }
 
@@ -520,6 +529,7 @@ int tierlab_index_check(const char *dir, tierlab_check_report *r, tierlab_progre
         if (rc != TIERLAB_EFORMAT || !fail.damage) return rc;
         r->file = fail.file;
         r->offset = fail.offset;
+        if (fail.missing) return 0; /* the whole file: no offset, no length */
         r->length = fail.file >= 0 && fail.offset < TL_HDR_BYTES ? TL_HDR_BYTES - fail.offset : 0;
         if (fail.file >= 0 && fail.offset < TL_HDR_BYTES) tl_header_diagnose(dir, fail.file, r);
         return 0;

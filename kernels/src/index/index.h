@@ -24,11 +24,13 @@ struct tierlab_index {
 
 /* Why an open failed, for tierlab_index_check: the file (TIERLAB_FILE_*, -1
  * manifest.json, -1 and damage 0 when not known), the offset of the bad
- * field, and whether it is damage (1) or not an index / another version (0). */
+ * field, and whether it is damage (1) or not an index / another version (0);
+ * missing: the file is not there (damage: the manifest lists it). */
 typedef struct tl_open_fail {
     int file;
     uint64_t offset;
     int damage;
+    int missing;
 } tl_open_fail;
 /* tierlab_index_open_flags, telling why it refused (fail may be NULL). */
 int tl_index_open(const char *dir, const char *placement, unsigned flags, tierlab_index **out,
@@ -52,6 +54,11 @@ int tl_dict_entry_check(const struct tierlab_index *ix, const tl_dict_entry *d, 
  * below the document count. 0 and *head, or TIERLAB_ECORRUPT with a message. */
 int tl_skip_open(const struct tierlab_index *ix, const tl_dict_entry *d, int checks,
                  const tl_skip_head **head, char *err, size_t errlen);
+
+/* The checks tl_skip_open makes with checks on, of a record it opened (h):
+ * its checksum and its last DID. 0, or TIERLAB_ECORRUPT with a message. */
+int tl_skip_record_check(const struct tierlab_index *ix, const tl_dict_entry *d,
+                         const tl_skip_head *h, char *err, size_t errlen);
 
 /* What a decoded block failed (the reasons of tl_block_fail). */
 enum {

@@ -14,15 +14,22 @@
 #include "index.h"
 #include "manifest.h"
 
-static int tl_read_header(const char *path, tl_file_header *h, uint64_t *size, char *err,
-                          size_t errlen) {
+/* A file of an index whose manifest was read: one that is not there is
+ * damage (*missing), like a damaged one; one that cannot be read, an I/O error. */
+static int tl_read_header(const char *path, tl_file_header *h, uint64_t *size, int *missing,
+                          char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
+    *missing = 0;
     if (fd < 0 || fstat(fd, &st) != 0) {
         int e = errno;
         if (fd >= 0) close(fd);
-        return tl_err(err, errlen, e == ENOENT ? TIERLAB_EFORMAT : TIERLAB_EIO,
-                      "cannot open %s: %s", path, strerror(e));
+        if (e == ENOENT) {
+            *missing = 1;
+            return tl_err(err, errlen, TIERLAB_EFORMAT,
+                          "corrupt index: %s is missing (the manifest lists it)", path);
+        }
+        return tl_err(err, errlen, TIERLAB_EIO, "cannot open %s: %s", path, strerror(e));
     }
     memset(h, 0, sizeof *h);
     ssize_t got = pread(fd, h, sizeof *h, 0);
@@ -127,7 +134,7 @@ static int tl_manifest_vs_headers(const tl_manifest *m, const tl_file_header *hs
             }
     }
     if (field < 0) return 0;
-    if (fail) *fail = (tl_open_fail){-1, m->f[field].offset, 1};
+    if (fail) *fail = (tl_open_fail){-1, m->f[field].offset, 1, 0};
     return tl_err(err, errlen, TIERLAB_EFORMAT,
                   "%s: %s%s is %s but the index files' headers say %s (manifest edited, or "
                   "of another index)",
@@ -138,7 +145,7 @@ static int tl_manifest_vs_headers(const tl_manifest *m, const tl_file_header *hs
 int tl_index_open(const char *dir, const char *placement, unsigned flags, tierlab_index **out,
                   tl_open_fail *fail, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
-    if (fail) *fail = (tl_open_fail){-1, 0, 0};
+    if (fail) *fail = (tl_open_fail){-1, 0, 0, 0};
     if (!dir || !out) return tl_err(err, errlen, TIERLAB_EINVAL, "index directory required");
     *out = NULL;
     char req[TIERLAB_FILES][256];
@@ -153,7 +160,7 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
          * another version is not */
         if (fail && rc == TIERLAB_EFORMAT)
             *fail = (tl_open_fail){-1, m->bad_offset,
-                                   m->f[TL_MF_VERSION].kind == TL_MF_NUM && !m->other_version};
+                                   m->f[TL_MF_VERSION].kind == TL_MF_NUM && !m->other_version, 0};
         free(m);
         return rc;
     }
@@ -168,14 +175,18 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
     char path[TIERLAB_FILES][PATH_MAX + 16];
     for (int f = 0; f < TIERLAB_FILES && !rc; f++) {
         uint64_t size = 0, bad = 0;
+        int missing = 0;
         snprintf(path[f], sizeof path[f], "%s/%s", dir, tierlab_index_file_name(f));
-        rc = tl_read_header(path[f], &hs[f], &size, err, errlen);
-        if (rc) break;
+        rc = tl_read_header(path[f], &hs[f], &size, &missing, err, errlen);
+        if (rc) {
+            if (fail && missing) *fail = (tl_open_fail){f, 0, 1, 1};
+            break;
+        }
         rc = tl_header_check(&hs[f], f, size, path[f], &bad, err, errlen);
         if (rc) {
             /* another format version is not damage */
             int other = bad == offsetof(tl_file_header, format_version);
-            if (fail) *fail = (tl_open_fail){f, bad, !other};
+            if (fail) *fail = (tl_open_fail){f, bad, !other, 0};
             break;
         }
         char va[64], vd[64];
@@ -184,11 +195,11 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
             rc = tl_err(err, errlen, TIERLAB_EFORMAT,
                         "%s belongs to another build (build id %016llx, manifest %016llx)",
                         path[f], (unsigned long long)hs[f].build_id, (unsigned long long)id);
-            if (fail) *fail = (tl_open_fail){f, offsetof(tl_file_header, build_id), 1};
+            if (fail) *fail = (tl_open_fail){f, offsetof(tl_file_header, build_id), 1, 0};
         } else if (what) {
             rc = tl_err(err, errlen, TIERLAB_EFORMAT,
                         "%s: %s is %s but dict.bin's header says %s", path[f], what, va, vd);
-            if (fail) *fail = (tl_open_fail){f, 0, 1};
+            if (fail) *fail = (tl_open_fail){f, 0, 1, 0};
         }
     }
     if (!rc) rc = tl_manifest_vs_headers(m, hs, fail, err, errlen);
@@ -199,7 +210,7 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
                 hs[0].terms > (hs[0].file_bytes - TL_HDR_BYTES) / sizeof(tl_dict_entry))) {
         rc = tl_err(err, errlen, TIERLAB_EFORMAT, "%s: too short for %llu terms", path[0],
                     (unsigned long long)hs[0].terms);
-        if (fail) *fail = (tl_open_fail){TIERLAB_FILE_DICT, hs[0].file_bytes, 1};
+        if (fail) *fail = (tl_open_fail){TIERLAB_FILE_DICT, hs[0].file_bytes, 1, 0};
     }
     for (int f = 0; f < TIERLAB_FILES && !rc; f++) {
         rc = tl_place(path[f], req[f], &ix->r[f], err, errlen);
@@ -215,7 +226,7 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
                         "corrupt index: %s: body checksum mismatch (stored %08x, computed %08x); "
                         "`tierlab index check` locates the damage",
                         path[f], hs[f].body_crc, crc);
-            if (fail) *fail = (tl_open_fail){f, TL_HDR_BYTES, 1};
+            if (fail) *fail = (tl_open_fail){f, TL_HDR_BYTES, 1, 0};
         }
     }
     if (rc) {

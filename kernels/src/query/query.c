@@ -88,8 +88,10 @@ int tierlab_query_ctx_checks(const tierlab_query_ctx *q) { return q ? q->checks 
 int tl_cursor_open(tierlab_query_ctx *q, tl_cursor *c, const tl_dict_entry *e, uint32_t slot) {
     const struct tierlab_index *ix = q->ix;
     const tl_skip_head *h;
-    int rc = tl_skip_open(ix, e, q->checks, &h, q->err, sizeof q->err);
+    int rc = tl_skip_open(ix, e, TIERLAB_CHECKS_OFF, &h, q->err, sizeof q->err);
     if (rc) return rc;
+    c->h = h;
+    c->skip_pending = q->checks != TIERLAB_CHECKS_OFF;
     c->de = e;
     c->e = (const tl_skip_entry *)(h + 1);
     c->src = NULL;
@@ -121,13 +123,25 @@ static inline uint32_t tl_block_len(const struct tierlab_index *ix, const tl_cur
  * most this many bytes: fewer, longer CRC passes cost less than the bytes. */
 #define TL_SPAN_GAP_BYTES 512
 
+/* Check the cursor's skip record if it is not yet (tl_cursor.skip_pending). */
+static int tl_cursor_skip_check(tierlab_query_ctx *q, tl_cursor *c) {
+    if (!c->skip_pending) return 0;
+    c->skip_pending = 0;
+    return tl_skip_record_check(q->ix, c->de, c->h, q->err, sizeof q->err);
+}
+
 /* Check the cursor's pending run of decoded blocks of one kind. */
 static int tl_cursor_verify(tierlab_query_ctx *q, tl_cursor *c, int kind) {
     uint32_t n = c->span_n[kind];
     if (!n) return 0;
     c->span_n[kind] = 0;
-    return tl_span_check(q->ix, c->de, c->e, c->nb, c->span_b0[kind], c->span_b0[kind] + n - 1,
-                         kind, q->err, sizeof q->err);
+    int rc = tl_span_check(q->ix, c->de, c->e, c->nb, c->span_b0[kind], c->span_b0[kind] + n - 1,
+                           kind, q->err, sizeof q->err);
+    if (rc) { /* the run's CRCs come from the skip record: is it the damaged one? */
+        int skip = tl_cursor_skip_check(q, c);
+        if (skip) return skip;
+    }
+    return rc;
 }
 
 /* Decode the current block's DIDs (kind 0) or freqs (kind 1) into the
@@ -165,9 +179,12 @@ static int tl_cursor_block(tierlab_query_ctx *q, tl_cursor *c, int kind) {
             c->span_n[kind] = 1;
         }
     }
-    if (why)
+    if (why) {
+        int rc = tl_cursor_skip_check(q, c); /* a damaged skip record names itself */
+        if (rc) return rc;
         return tl_block_fail(ix, c->de, kind, b, c->nb, e, p, out, why, at, checks, q->err,
                              sizeof q->err);
+    }
     q->st->bytes_read[kind ? TIERLAB_FILE_FREQS : TIERLAB_FILE_DIDS] += z - a;
     return 0;
 }
@@ -263,7 +280,10 @@ static int tl_run_entries(tierlab_query_ctx *q, int type, const tl_dict_entry *c
         if (!rc)
             rc = type == TIERLAB_QUERY_SINGLE ? tl_query_single(q, &q->cur[0])
                                               : tl_query_and(q, q->cur, nterms);
-        /* the runs of blocks not checked yet, before any hit is returned */
+        /* the skip records, then the runs of blocks not checked yet (their
+         * CRCs come from the skip records), before any hit is returned */
+        for (uint32_t i = 0; i < nterms && !rc && q->checks; i++)
+            rc = tl_cursor_skip_check(q, &q->cur[i]);
         for (uint32_t i = 0; i < nterms && !rc && q->checks; i++)
             for (int kind = 0; kind < 2 && !rc; kind++) rc = tl_cursor_verify(q, &q->cur[i], kind);
         for (uint32_t i = 0; i < nterms; i++) {

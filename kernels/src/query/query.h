@@ -56,6 +56,12 @@ typedef struct tl_cursor {
      * file, so one CRC pass checks the run (tl_span_check) when it ends: at a
      * larger gap, and before the query returns. */
     uint32_t span_b0[2], span_n[2];
+    /* The skip record (head h) not checked yet: with checks on, it is checked
+     * once after the term's walk, while its bytes are still in the cache,
+     * before any hit is returned, and first when a block of the term fails
+     * (the walk only compares its DIDs and bounds-checks its offsets). */
+    const tl_skip_head *h;
+    int skip_pending;
 } tl_cursor;
 
 struct tierlab_query_ctx {

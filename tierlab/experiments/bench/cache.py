@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,6 +35,7 @@ import numpy as np
 
 from tierlab import __version__
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import release, scratch_dir
 
 DEFAULT_ALPHAS = (0.9, 1.0)
 DEFAULT_FRACTIONS = (0.01, 0.1)
@@ -174,7 +173,7 @@ def run(cfg: Config, out: Path) -> dict:
     runs = len(cfg.alphas) * len(cfg.fractions) * (len(policies) + len(peer_policies)) * cfg.reps
     bar = tqdm(total=runs, desc="bench cache", unit="run", file=sys.stderr,
                disable=not cfg.progress, leave=False)
-    work = Path(tempfile.mkdtemp(prefix=".bench-cache-", dir=cfg.work or Path(out).parent))
+    work = scratch_dir("bench-cache", cfg.work or Path(out).parent)
     records, comparisons, traces, errors = [], [], [], []
     try:
         for ai, alpha in enumerate(cfg.alphas):
@@ -235,7 +234,7 @@ def run(cfg: Config, out: Path) -> dict:
                 trace_path.unlink(missing_ok=True)
     finally:
         bar.close()
-        shutil.rmtree(work, ignore_errors=True)
+        release(work, "bench-cache")
 
     must = [c for c in comparisons if c["must_agree"]]
     agreement = None if not must else all(c["miss_ratio_diff"] == 0 for c in must)

@@ -53,11 +53,9 @@ import ctypes.util
 import gc
 import glob
 import json
-import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -935,34 +933,16 @@ def evaluate_targets(records: list[dict], our_codecs: list[str]) -> dict:
 
 def check_writable(path: Path) -> None:
     """Fail now, not after the run, if `path` cannot be written."""
-    path = Path(path)
-    if path.is_dir():
-        raise TierlabError(f"{path} is a directory; give a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as e:
-        raise TierlabError(f"cannot write {path}: {e.strerror or e}") from None
+    from tierlab.core.files import check_writable as check
+
+    check(Path(path))
 
 
 def write_json(doc: dict, path: Path) -> None:
-    """Write atomically: a temporary file in the same folder, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write atomically (tierlab.core.files.write_atomic)."""
+    from tierlab.core.files import write_atomic
+
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
 
 
 def _fmt(v, spec: str) -> str:

@@ -37,7 +37,6 @@ import math
 import platform
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -125,22 +124,24 @@ def _same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
 
 
 def make_work(cfg: Inputs, out: Path, name: str) -> Path:
-    """A fresh scratch folder `.bench-<name>-*` under cfg.work (default: the
-    folder of out)."""
-    parent = Path(cfg.work) if cfg.work is not None else Path(out).parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=parent, prefix=f".bench-{name}-"))
-    except OSError as e:
-        raise TierlabError(f"cannot create a work folder in {parent}: {e.strerror or e}") from None
+    """A fresh scratch folder `tierlab-bench-<name>-<pid>-*` under cfg.work
+    (default: the folder of out); those of killed runs there are removed
+    (tierlab.core.files.scratch_dir)."""
+    from tierlab.core.files import scratch_dir
+
+    return scratch_dir(f"bench-{name}", Path(cfg.work) if cfg.work is not None else Path(out).parent)
 
 
-def remove_work(cfg: Inputs, work: Path) -> None:
-    """Remove the scratch folder, or say where it is when cfg.keep."""
-    if cfg.keep:
-        print(f"kept the work folder {work}", file=sys.stderr)
-    else:
-        shutil.rmtree(work, ignore_errors=True)
+def remove_work(cfg: Inputs, work: Path, name: str) -> Path:
+    """Remove the scratch folder, or with cfg.keep rename it to
+    `tierlab-bench-<name>-kept-*` (never taken for a leftover) and say where
+    it is; returns where it is."""
+    from tierlab.core.files import release
+
+    kept = release(work, f"bench-{name}", cfg.keep)
+    if kept is not None:
+        print(f"kept the work folder {kept}", file=sys.stderr)
+    return kept or work
 
 
 def inputs_config(cfg: Inputs, work: Path) -> dict:
@@ -289,7 +290,7 @@ def run(cfg: Config, out: Path) -> dict:
                     shutil.rmtree(ixpath, ignore_errors=True)
     finally:
         bar.close()
-        remove_work(cfg, work)
+        work = remove_work(cfg, work, "index")
 
     identical = all(r["results_identical"] is True for r in records)
     return {

@@ -211,7 +211,7 @@ def run(cfg: Config, out) -> dict:
         bar.close()
         if not cfg.keep:
             shutil.rmtree(work / "index", ignore_errors=True)
-        remove_work(cfg, work)
+        work = remove_work(cfg, work, "integrity")
     targets = []
     for rec in records:
         if rec["class"] in TARGET_CLASSES and "levels" in rec:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import json
 import math
 import platform
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -34,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import scratch
 
 GRID_TARGET_S = 600.0
 BOOKKEEPING_TARGET = 5e6
@@ -114,8 +113,8 @@ def _bookkeeping(costs) -> dict:
         out["libcachesim_lru"] = None
         out["libcachesim_note"] = "the libcachesim package is not installed"
         return out
-    with tempfile.TemporaryDirectory(prefix="tierlab-bench-model-") as tmp:
-        path = write_oracle_general(Path(tmp) / "pages.oracleGeneral", keys)
+    with scratch("bench-model") as tmp:
+        path = write_oracle_general(tmp / "pages.oracleGeneral", keys)
         best, ratios = math.inf, None
         for _ in range(3):
             reader = lcs.TraceReader(str(path), lcs.TraceType.ORACLE_GENERAL_TRACE)
@@ -139,13 +138,10 @@ def run(cfg: Config) -> dict:
     validate(cfg)
     cells = _grid(cfg)
     costs = cfgmod.load_costs(cfg.costs)
-    work = Path(tempfile.mkdtemp(prefix="tierlab-bench-model-", dir=cfg.work))
-    try:
+    with scratch("bench-model", cfg.work) as work:
         t = time.perf_counter()
         df = sweep.run(cells, work, cfg.workers, progress=cfg.progress, costs=costs)
         wall = time.perf_counter() - t
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     params = [json.loads(p) for p in df["params"]]
     blocks = sum(p["block_requests_all_passes"] for p in params)
     pages = sum(p["page_requests_all_passes"] for p in params)

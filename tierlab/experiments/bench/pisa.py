@@ -411,7 +411,7 @@ def run(cfg: Config, out: Path) -> dict:
         if affinity is not None:
             import os
             os.sched_setaffinity(0, affinity)
-        remove_work(cfg, work)
+        work = remove_work(cfg, work, "pisa")
 
     results, calibration = timing
     targets = []

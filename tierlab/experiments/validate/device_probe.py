@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from tierlab.core.errors import TierlabError
+from tierlab.core.files import atomic_outputs, write_atomic
 from tierlab.experiments.validate.grid import REAL, Grid, Row, cache_bytes
 from tierlab.engine.index import postings_bytes
 
@@ -334,7 +335,7 @@ def prepare_real(grid: Grid, index: Path, log=print) -> RealDevice | None:
     for cap, spec in real.by_cap.items():
         at = lines.get(str(cap))  # else this cap's reads gave no line: the default one
         write_device_spec({**p, **at} if at else p, spec, block_device=p["block_device"])
-    probe_file.write_text(json.dumps(p, indent=1) + "\n")
+    write_atomic(probe_file, json.dumps(p, indent=1) + "\n")
     real.probe = p
     return real
 
@@ -347,12 +348,10 @@ def _scratch_file(path: Path, nbytes: int = SCRATCH_BYTES) -> None:
     and fsynced once, dropped from the page cache; kept if already there)."""
     if path.exists() and path.stat().st_size == nbytes:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        for _ in range(nbytes >> 20):
-            f.write(os.urandom(2**20))
-        f.flush()
-        os.fsync(f.fileno())
-        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    os.replace(tmp, path)
+    with atomic_outputs(path) as (tmp,):
+        with open(tmp, "wb") as f:
+            for _ in range(nbytes >> 20):
+                f.write(os.urandom(2**20))
+            f.flush()
+            os.fsync(f.fileno())
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
