@@ -424,3 +424,109 @@ def test_model_sweep_stopped_or_killed(inputs, tmp_path, rng, live):
         assert len(_cells(out)[0]) == 4
         assert f"removed {dead}" in err, err
     check.done()
+
+
+def test_index_build_signal_at_the_commit_point(inputs, tmp_path, monkeypatch, capsys):
+    """The C build runs inside signals.held() and its progress callback polls
+    the pending signal; the last callback comes right before the commit point.
+    A SIGINT arriving during that last callback (here: sent from it, after the
+    poll) meets a commit already under way: the index is committed whole and
+    the message says so. One arriving a callback earlier cancels at the last
+    one: nothing committed, nothing left."""
+    from tierlab.core import native
+
+    real = native.progress_callback
+    calls = {"n": 0, "at": None}
+
+    def counting(update):
+        def wrapped(done, total):
+            calls["n"] += 1
+            stop = update(done, total)  # the build's poll
+            if calls["n"] == calls["at"]:
+                os.kill(os.getpid(), INT)
+                time.sleep(0.02)  # the handler runs here: recorded, not raised
+            return stop
+        return real(wrapped)
+
+    monkeypatch.setattr(native, "progress_callback", counting)
+    args = lambda out: ["index", "build", str(inputs / "c.txt"), "--codec", "pfor-delta256",
+                        "--out", str(out)]  # noqa: E731 (the bar's callback is the one counted)
+    assert main(args(tmp_path / "counted")) == 0
+    last = calls["n"]
+    assert last > 2
+    capsys.readouterr()
+    for at, committed in ((last, True), (last - 1, False)):
+        out = tmp_path / f"at-{at}"
+        calls.update(n=0, at=at)
+        rc = main(args(out))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 128 + INT, err
+        assert "Traceback" not in "".join(err)
+        if committed:
+            assert err[-1] == (f"tierlab: interrupted (it came while {out} was being "
+                               f"committed: the index is complete)"), err
+            assert (out / "manifest.json").exists()
+            from tierlab.engine.index import check
+            assert check(out).ok
+        else:
+            assert err[-1] == "tierlab: interrupted", err
+            assert not out.exists()
+        assert _tmp_dirs(out) == []
+
+
+# --- SIGKILL of the commands that write one output file (and its sidecars) ---------------------
+
+WRITERS = {  # name -> (arguments, given inputs and the output; output name); sized to write a while
+    "corpus generate": (lambda d, out: ["corpus", "generate", "--size", "30MB", "--seed", "3",
+                                        "--quiet", "--out", str(out)], "c.txt"),
+    "workload generate": (lambda d, out: ["workload", "generate", "--corpus", str(d / "c.txt"),
+                                          "--class", "H", "--queries", "1000000", "--seed", "1",
+                                          "--quiet", "--out", str(out)], "w.queries"),
+    "index export": (lambda d, out: ["index", "export", str(d / "idx"), "--ciff", str(out),
+                                     "--quiet"], "x.ciff"),
+}
+
+
+def _temporaries(out: Path) -> list[Path]:
+    """The temporaries of `out` and its sidecars (`.<name>[.sidecar].tmp-<pid>`)."""
+    return sorted(out.parent.glob(f".{out.name}*.tmp-*"))
+
+
+def test_writers_killed_leave_what_the_next_run_removes(inputs, tmp_path, rng, live):
+    """`corpus generate`, `workload generate`, `index export` killed by SIGKILL
+    at a seeded random moment once their temporary exists leave
+    `.OUT.tmp-PID` (and their sidecars'); the next run of the command removes
+    them and says so, and never touches a live run's temporary."""
+    check = Checks()
+    outs = {name: tmp_path / name.replace(" ", "-") / out for name, (_, out) in WRITERS.items()}
+    for out in outs.values():
+        out.parent.mkdir()
+    runs = {name: Run(*WRITERS[name][0](inputs, outs[name])) for name in WRITERS}
+
+    def writing(out):
+        return lambda r: _temporaries(out)
+
+    sent = drive([(run, writing(outs[name]), rng.uniform(0.0, 0.05), KILL)
+                  for name, run in runs.items()])
+    left, again = {}, {}
+    for name, run in runs.items():
+        with check(name):
+            rc, err = run.finish()
+            assert sent[run], f"it ended before its moment: {err}"
+            assert rc == -KILL
+            out, pid = outs[name], run.p.pid
+            left[name] = _temporaries(out)
+            assert left[name] and all(p.name.endswith(f".tmp-{pid}") for p in left[name])
+            assert not out.exists()
+            (out.parent / f".{out.name}.tmp-{live}").write_bytes(b"half")  # a run still writing
+            again[name] = Run(*WRITERS[name][0](inputs, out))  # the next runs, at once
+    for name, run in again.items():
+        with check(f"{name}, next run"):
+            out = outs[name]
+            rc, err = run.finish(timeout=60)
+            assert rc == 0, err
+            for p in left[name]:
+                assert not p.exists() and f"tierlab: removed {p}, left by a killed run" in err, err
+            assert _temporaries(out) == [out.parent / f".{out.name}.tmp-{live}"]
+            assert out.exists()
+    check.done()

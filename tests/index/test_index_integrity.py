@@ -357,3 +357,88 @@ def test_missing_or_foreign_is_not_damage(tmp_path, fresh):
     (tmp_path / "manifest.json").write_text('{"hello": 1}')
     with pytest.raises(TierlabError, match="not a tierlab index manifest"):
         index_mod.check(tmp_path)
+
+
+# ---- a term's skip record, checked after its walk; long terms' pool bytes; missing files ----
+
+def test_skip_record_flips_name_the_skip_record(index):
+    """Queries check a term's skip record once, after its walk (while its
+    bytes are cached) and first when one of its blocks fails: a flip anywhere
+    in the record of the longest term (most blocks) is refused by that term's
+    query, naming skip.bin, never answered and never blamed on a block."""
+    path, regions, reference, terms = index
+    spans = [s for s in regions["skip entries"] + regions["skip head"]
+             if s[3] == terms.index("t0")]
+    rng = random.Random(1919)
+    for f, lo, hi, term in spans:
+        for byte in sorted(rng.sample(range(lo, hi), min(FLIPS, hi - lo))):
+            bit = rng.randrange(8)
+            with _Flipped(path / f, byte, bit):
+                kind, what = _outcome(path, reference, [("t0",), ("t0", "every")])
+            assert kind == "queries", what
+            for q, msg in what:
+                assert msg is not None, f"skip.bin byte {byte} bit {bit}: {q} answered"
+                assert msg.startswith("corrupt index: skip.bin: term 't0'"), msg
+
+
+LONG = "transubstantiationalist"  # far longer than the 8 bytes a dictionary entry holds
+
+
+@pytest.fixture(scope="module")
+def long_terms(corpus, tmp_path_factory):
+    """An index whose dictionary holds terms longer than 8 bytes (their bytes
+    live in the term pool only), with their pool spans."""
+    d = tmp_path_factory.mktemp("long")
+    text = corpus.read_bytes() + b"".join(
+        f"{LONG} t{i} every {LONG}x{i % 3}\n".encode() for i in range(300))
+    write(d / "c.txt", text)
+    path = d / "idx"
+    build(d / "c.txt", path, codec="pfor-delta256", block_size=BLOCK, doc_bytes=400)
+    with Index(path) as ix:
+        terms = ix.terms()
+        regions = _regions(path, terms, ix.extents())
+        known = {q: ix.query(list(q), K)[0] for t in terms for q in ((t,), (t, "every"))}
+    longs = [t for t in terms if len(t.encode()) > 8]
+    assert LONG in longs and len(longs) >= 4
+    return path, regions, known.__getitem__, terms, longs
+
+
+def test_flipped_pool_byte_of_a_long_term_is_refused(long_terms):
+    """A long term is compared with the query's bytes in the pool: a flipped
+    bit there is refused by the term's query (a miss re-checks every entry it
+    probed) and located by `index check`, never answered."""
+    path, regions, reference, terms, longs = long_terms
+    rng = random.Random(19)
+    for name in longs:
+        f, lo, hi, term = regions["term bytes"][terms.index(name)]
+        assert terms[term] == name
+        for byte in (lo, hi - 1, rng.randrange(lo, hi)):
+            bit = rng.randrange(8)
+            with _Flipped(path / f, byte, bit):
+                kind, what = _outcome(path, reference, [(name,), (name, "every")])
+                report = index_mod.check(path)
+            assert kind == "queries", what
+            for q, msg in what:
+                assert msg is not None, f"pool byte {byte} bit {bit} of {name!r}: {q} answered"
+                assert msg.startswith("corrupt index: dict.bin"), msg
+            assert not report.ok and report.file == "dict.bin", report
+            assert (report.exact, report.offset, report.bit) == (True, byte, bit), report
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_missing_file_is_damage(fresh, name, capsys):
+    """An index file that is not there is damage (the manifest lists it):
+    refused at open like a damaged one, reported by `index check` (exit 1),
+    not taken for a folder that is not an index."""
+    from tierlab.cli import main
+
+    (fresh / name).unlink()
+    with pytest.raises(TierlabError, match=rf"^corrupt index: .*{name} is missing"):
+        Index(fresh)
+    report = index_mod.check(fresh)
+    assert not report.ok and report.file == name and "is missing" in report.what, report
+    assert main(["index", "check", str(fresh)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"DAMAGED {fresh}: {name}: corrupt index:"), out
+    assert main(["query", "terms", str(fresh), "t0"]) == 2
+    assert f"{name} is missing" in capsys.readouterr().err
