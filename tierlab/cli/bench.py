@@ -75,7 +75,10 @@ def _add_inputs(p, queries: dict) -> None:
     p.add_argument("--work", type=Path, metavar="DIR",
                    help="make the scratch folder (corpus, workloads, indexes) in DIR "
                         "(default: the folder of --out)")
-    p.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the scratch folder, renamed tierlab-bench-NAME-kept-PID-* (scratch "
+                        "folders of killed runs, tierlab-bench-NAME-PID-*, are removed by the "
+                        "next run)")
 
 
 def _inputs(args) -> dict:
