@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -208,15 +209,36 @@ def _cleanup_child(pid: int, index: Path) -> list[str]:
             continue
         try:
             procs = (cg / "cgroup.procs").read_text().split()
-            if any(signals.alive(int(p)) and int(p) != pid for p in procs):
-                continue  # not the runtime's: left alone
-            for p in procs:
-                (parent / "cgroup.procs").write_text(p)
-            cg.rmdir()
-            removed.append(str(cg))
         except OSError:
-            pass
+            continue
+        if any(signals.alive(int(p)) and int(p) != pid for p in procs):
+            continue  # not the runtime's: left alone
+        if _remove_cgroup(parent, cg):
+            removed.append(str(cg))
     return removed
+
+
+def _remove_cgroup(parent: Path, cg: Path, wait: float = 2.0) -> bool:
+    """Move what is left in cgroup `cg` to `parent` and remove it. A process
+    just killed is still leaving it (its memory is being freed; a zombie
+    cannot be moved), so the removal is tried again for up to `wait` s;
+    False when it was not removed (then a later run tries again)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            for p in (cg / "cgroup.procs").read_text().split():
+                try:
+                    (parent / "cgroup.procs").write_text(p)
+                except OSError:  # ended meanwhile, or a zombie: leaves by itself
+                    pass
+            cg.rmdir()
+            return True
+        except FileNotFoundError:  # another run removed it
+            return False
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
 
 
 def _percentiles(lat: np.ndarray) -> dict:

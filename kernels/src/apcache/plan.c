@@ -10,17 +10,20 @@
  *             a file in PATH), the segment-cache share on the slow tier and
  *             its bookkeeping (hybrid configurations), the query buffers
  *             (3 x k entries), the per-query records and per-occurrence
- *             flags, the block sources, and on an emulated device the page
- *             cache's keys of the shard's own device addresses;
+ *             flags, the block sources, on an emulated device the page
+ *             cache's keys of the shard's own device addresses, and the
+ *             stacks of its query thread and worker (TL_THREAD_STACK_BYTES
+ *             each: tl_thread_create sets it, so it bounds what they touch);
  *   once      the page cache (emulated: the runtime's frames; real device:
  *             the cap, at most the DID and freq files of all shards), the
- *             workload, core 0's hits (write_hits);
+ *             workload, core 0's hits (write_hits), the sampler's stack and
+ *             the timeline's first allocation (TL_TIMELINE_FIRST_SAMPLES);
  *   copies    a real-device run's index copies, one per core but the first.
  * Files (pm:PATH, the copies) are memory when their filesystem is (tmpfs,
  * ramfs), else they must fit in its free space (statvfs). k is at most the
- * index's documents here (tl_run.k). Not planned: thread stacks (a few
- * pages each are touched) and the timeline samples (they grow with the
- * run: one per core per sample_ns). The rule itself is
+ * index's documents here (tl_run.k). Not planned: the timeline beyond its
+ * first allocation, which grows with the run's length, not known here: one
+ * sizeof(tl_sample) per core per sample_ns, in doublings. The rule itself is
  * tierlab_memory_guard (cgroup.c), which the model applies too. */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -39,7 +42,7 @@ typedef struct tl_item {
     uint64_t bytes;
 } tl_item;
 
-enum { TL_MAX_ITEMS = 8 };
+enum { TL_MAX_ITEMS = 12 };
 
 typedef struct tl_items {
     tl_item it[TL_MAX_ITEMS];
@@ -168,6 +171,10 @@ int tl_plan_check(tl_run *r, char *err, size_t errlen) {
     uint64_t keys = 0; /* page keys of one shard (tl_shard_open) */
     for (int k = 0; k < 2; k++) keys += (s0->rd.f[k].len + TL_PAGE - 1) / TL_PAGE;
     if (p->emulated) tl_add(&core, "page-cache keys of its device addresses", tl_pcache_bytes(keys, 0));
+    /* the stacks of its threads (tl_thread_create's size bounds what they
+     * touch): the query thread, and the worker of the configurations with one */
+    int worker = p->config == TL_APCACHE_BASE_PREFETCH || tl_is_hybrid(p->config);
+    tl_add(&core, "thread stacks", (uint64_t)(1 + worker) * TL_THREAD_STACK_BYTES);
 
     /* once: the page cache, the workload, the hits */
     uint64_t files = (s0->rd.f[0].len + s0->rd.f[1].len) * n;
@@ -184,6 +191,9 @@ int tl_plan_check(tl_run *r, char *err, size_t errlen) {
                                   sizeof *w->known) +
                w->nocc * (sizeof *w->term + sizeof *w->next_use + sizeof *w->nseg));
     if (p->write_hits) tl_add(&once, "hits of core 0", (uint64_t)w->nq * r->k * sizeof(tierlab_hit));
+    /* the sampler: its stack, and the timeline's first allocation (sampler.c) */
+    tl_add(&once, "sampler stack", TL_THREAD_STACK_BYTES);
+    tl_add(&once, "timeline (first samples)", TL_TIMELINE_FIRST_SAMPLES * sizeof(tl_sample));
 
     /* a real-device run's index copies next to the index (shard.c tl_shard_copy) */
     uint64_t copies = 0;

@@ -417,15 +417,15 @@ int tierlab_apcache_run(const char *index_dir, const char *workload_path,
         r->io_read0 = tl_proc_io_read_bytes();
         if (tl_blk_stat(r->blk_dev, &r->blk_reads0, &r->blk_ticks0)) r->blk_dev[0] = 0;
         r->slow_static = tl_slow_static_bytes(r);
-        if (pthread_create(&r->sampler, NULL, tl_sampler, r) == 0) r->sampler_started = 1;
+        if (tl_thread_create(&r->sampler, tl_sampler, r) == 0) r->sampler_started = 1;
         void *(*worker)(void *) = cfg == TL_APCACHE_BASE_PREFETCH ? tl_base_prefetch_worker
                                   : cfg == TL_APCACHE_HYBRID      ? tl_hybrid_worker
                                   : cfg == TL_APCACHE_HYBRID_PREFETCH ? tl_prefetch_worker
                                                                           : NULL;
         for (uint32_t i = 0; i < r->nshards; i++) {
             tl_shard *s = &r->sh[i];
-            if (worker && pthread_create(&s->wk, NULL, worker, s) == 0) s->wk_started = 1;
-            if (pthread_create(&s->qt, NULL, tl_query_thread, s) == 0) s->qt_started = 1;
+            if (worker && tl_thread_create(&s->wk, worker, s) == 0) s->wk_started = 1;
+            if (tl_thread_create(&s->qt, tl_query_thread, s) == 0) s->qt_started = 1;
             if (r->pin && s->wk_started) tl_pin_thread(s->wk, s->wk_cpu);
             if (r->pin && s->qt_started) tl_pin_thread(s->qt, s->qt_cpu);
             if ((worker && !s->wk_started) || !s->qt_started) {

@@ -173,6 +173,14 @@ void tl_fail(tl_shard *s, int rc, const char *what);
 void tl_gate_wait(tl_run *r);
 /* A shard thread's start (query thread, worker): its set-up, then the gate. */
 tl_shard *tl_shard_thread_start(void *arg);
+/* The stack of every thread of a run (query threads, workers, the sampler):
+ * set, so that the memory plan (plan.c) can count it; far above the largest
+ * frames of these threads (a few KiB: PATH_MAX buffers, readahead vectors). */
+#define TL_THREAD_STACK_BYTES (256u << 10)
+/* The timeline's first allocation (samples); it doubles when full (sampler.c). */
+#define TL_TIMELINE_FIRST_SAMPLES 1024u
+/* pthread_create with a TL_THREAD_STACK_BYTES stack: 0 or an error number. */
+int tl_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 void tl_gate_open(tl_run *r, uint32_t threads);
 int tl_spin_until(tl_shard *s, _Atomic uint64_t *counter, uint64_t add, uint64_t v);
 void tl_wake_worker(tl_shard *s);

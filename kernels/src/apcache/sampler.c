@@ -106,7 +106,7 @@ static void tl_take_sample(tl_run *r, uint64_t slow_static) {
     uint64_t storage = r->p.emulated ? atomic_load(&r->dev.bytes)
                                      : tl_proc_io_read_bytes() - r->io_read0;
     if (r->nsamples + r->nshards > r->cap_samples) {
-        size_t cap = r->cap_samples ? 2 * r->cap_samples : 1024;
+        size_t cap = r->cap_samples ? 2 * r->cap_samples : TL_TIMELINE_FIRST_SAMPLES;
         tl_sample *g = realloc(r->samples, cap * sizeof *g);
         if (!g) return;
         r->samples = g;

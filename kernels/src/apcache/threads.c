@@ -43,6 +43,16 @@ void tl_gate_wait(tl_run *r) {
         sched_yield();
 }
 
+int tl_thread_create(pthread_t *t, void *(*fn)(void *), void *arg) {
+    pthread_attr_t a;
+    int rc = pthread_attr_init(&a);
+    if (rc) return rc;
+    rc = pthread_attr_setstacksize(&a, TL_THREAD_STACK_BYTES);
+    if (!rc) rc = pthread_create(t, &a, fn, arg);
+    pthread_attr_destroy(&a);
+    return rc;
+}
+
 tl_shard *tl_shard_thread_start(void *arg) {
     tl_thread_setup();
     tl_shard *s = arg;
