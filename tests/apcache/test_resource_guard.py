@@ -52,6 +52,9 @@ def test_a_plan_beyond_the_machine_is_refused_with_its_numbers(data, tmp_path, c
                             "--device", "nvme-p4800x", "--cache-bytes", "1TiB"])
     assert "the run (1 core) needs 1.0 TiB of memory" in err
     assert "segment-cache share 1.0 TiB" in err
+    # the threads' stacks (set, so counted whole) and the timeline's first samples
+    assert "thread stacks " in err and "sampler stack 256.0 KiB" in err, err
+    assert "timeline (first samples) " in err, err
     assert native.bytes_text(room).split()[1] in err and "this machine has for it" in err
     assert not (tmp_path / "o").exists()
     assert not list(data.glob(".tierlab-shard-*"))
