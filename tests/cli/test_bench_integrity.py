@@ -41,3 +41,31 @@ def test_json(run):
 ])
 def test_bad_input(bench_fails, args, message):
     assert message in bench_fails("integrity", *args)
+
+
+def test_scratch_folder_swept_and_kept(tmp_path, capsys):
+    """The scratch folder is tierlab-bench-integrity-PID-*: one a killed run
+    left in --work is removed (and reported) by the next run; --keep renames
+    this run's to tierlab-bench-integrity-kept-PID-*, which the JSON names and
+    no later run takes for a leftover."""
+    import json
+    import os
+    import subprocess
+
+    from tierlab.cli import main
+
+    p = subprocess.Popen(["true"])
+    p.wait()
+    stale = tmp_path / f"tierlab-bench-integrity-{p.pid}-abcd1234"
+    (stale / "index").mkdir(parents=True)
+    args = ["bench", "integrity", "--out", str(tmp_path / "i.json"), "--no-progress",
+            "--work", str(tmp_path), "--size", "1MB", "--queries-h", "5", "--reps", "3"]
+    assert main([*args, "--keep"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert f"tierlab: removed {stale}, left by a killed run" in err and not stale.exists()
+    kept = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert [d.name.startswith(f"tierlab-bench-integrity-kept-{os.getpid()}-") for d in kept] == [
+        True], kept
+    assert json.loads((tmp_path / "i.json").read_text())["config"]["work"] == str(kept[0])
+    assert main(args) in (0, 1)  # the kept folder stays; this run's own is removed
+    assert [d for d in tmp_path.iterdir() if d.is_dir()] == kept
