@@ -19,8 +19,9 @@ SIGHUP, and the removal of what SIGKILL leaves.
 - SIGKILL cannot be caught: every temporary name holds the pid of the process
   that made it (`OUT.tmp-<pid>`, `.raw-<pid>-*`, `tierlab-<pid>` ...), and the
   next run of the same kind removes those whose process is gone
-  (`stale()`, `remove_stale()`; `alive()` is the check), never those of a run
-  still going.
+  (`stale()`, `remove_stale()`; `alive()` is the check: a zombie has ended),
+  never those of a run still going. Output files and scratch folders follow
+  one rule for this: tierlab.core.files.
 """
 from __future__ import annotations
 
