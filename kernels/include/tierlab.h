@@ -1124,13 +1124,16 @@ typedef struct tierlab_memtrace_header {
  * query_end: 1 when the query's records were kept, 0 when they would have
  * overrun the budget (they are removed; recording stops). close: writes the
  * final header (also into *out when not NULL); 0 or TIERLAB_EIO. text: the
- * recorder's own code [lo, hi), which a cross-check leaves out. */
+ * recorder's own code [lo, hi), which a cross-check leaves out. ranges: the
+ * registered address ranges (up to max of them into lo/len/region; returns
+ * how many there are), which tell a cross-check's addresses their region. */
 int tierlab_memtrace_open(const char *path, const tierlab_memtrace_header *h, char *err,
                           size_t errlen);
 int tierlab_memtrace_query_begin(uint32_t query);
 int tierlab_memtrace_query_end(void);
 int tierlab_memtrace_close(tierlab_memtrace_header *out, char *err, size_t errlen);
 void tierlab_memtrace_text(uint64_t *lo, uint64_t *hi);
+size_t tierlab_memtrace_ranges(uint64_t *lo, uint64_t *len, uint8_t *region, size_t max);
 
 #ifdef __cplusplus
 }

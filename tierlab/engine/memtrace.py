@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
+
 from tierlab.core import signals
 from tierlab.core.errors import TierlabError
 
@@ -37,6 +39,11 @@ def _run(cmd: list[str], what: str) -> None:
     if r.returncode:
         tail = " ".join((r.stderr or r.stdout).strip().splitlines()[-3:])
         raise TierlabError(f"{what} failed (exit {r.returncode}): {tail}")
+
+
+def built() -> bool:
+    """Whether the tracing build's driver exists (it may still be out of date)."""
+    return bool(os.environ.get("TIERLAB_MEMTRACE_DRIVER")) or (build_dir() / DRIVER).exists()
 
 
 @lru_cache(maxsize=None)
@@ -133,6 +140,107 @@ def record(index, workload, out, *, placement: str = "", k: int = 1024, every: i
         tmp.unlink(missing_ok=True)
 
 
-def stale_pattern(name: str = TRACE_FILE) -> str:
-    """Temporaries of `record` that a killed run leaves (signals.remove_stale)."""
-    return re.escape(f".{name}.tmp-") + r"(?P<pid>\d+)"
+def stale_pattern() -> str:
+    """Temporaries a killed `tierlab trace memory` leaves in its folder
+    (`.memtrace*.tmp-<pid>`, also nested: signals.remove_stale)."""
+    return r"\.{1,2}memtrace[\w.-]*\.tmp-(?P<pid>\d+)"
+
+
+# --- cross-check against valgrind's lackey ------------------------------------------------------
+
+def _region_of(ranges: list[tuple[int, int, str]]):
+    def region(a: int) -> str:
+        for lo, n, name in ranges:
+            if lo <= a < lo + n:
+                return name
+        return "other"
+    return region
+
+
+def lackey_check(index, workload, *, k: int = 10, placement: str = "", every: int = 1,
+                 work=None) -> dict:
+    """Record a trace of the workload while valgrind's lackey
+    (`--tool=lackey --trace-mem=yes`, an independent tracer of every data
+    access the machine code makes) watches the same run, and count both per
+    region: {"ours": {region: [accesses, bytes]}, "lackey": {...}, "queries"}.
+
+    Counted on both sides: data accesses between the driver's two marker
+    stores around each traced query (so the program's start, the index's
+    opening and the recorder's writes are out), not to the traced thread's
+    stack (the instrumentation sees the program's own locals but not the
+    compiler's spills, pushes and return addresses, which lackey does), and,
+    on lackey's side, not made by the recorder's own code (its hooks and
+    buffer). A lackey `M` (read-modify-write) is a load and a store, as the
+    trace has it. Regions of lackey's addresses come from the ranges the
+    kernels registered (the driver prints them). Lazy binding is off
+    (LD_BIND_NOW), so the dynamic linker does no work inside a query.
+    A TierlabError when valgrind is not installed."""
+    import tempfile
+
+    from tierlab.core.registry import memory_regions
+    from tierlab.traces import memtrace
+
+    vg = shutil.which("valgrind")
+    if vg is None:
+        raise TierlabError("valgrind is not installed: run `make deps`")
+    with tempfile.TemporaryDirectory(dir=work, prefix="lackey-") as tmp:
+        tmp = Path(tmp)
+        log = tmp / "lackey.log"
+        cmd = [vg, "--tool=lackey", "--trace-mem=yes", f"--log-file={log}",
+               *driver_command(index, workload, tmp / "t.bin", placement=placement, k=k,
+                               every=every, layout=True)]
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           env={**signals.child_env(), "LD_BIND_NOW": "1"})
+        if r.returncode:
+            raise TierlabError(f"valgrind lackey run failed (exit {r.returncode}): "
+                               f"{r.stderr.strip().splitlines()[-1:]}")
+        layout, ranges = {}, []
+        for line in r.stdout.splitlines():
+            if line.startswith("layout "):
+                layout = parse_layout(line)
+            elif line.startswith("range "):
+                _, name, lo, n = line.split()
+                ranges.append((int(lo, 16), int(n, 16), name))
+        h, rec = memtrace.read(tmp / "t.bin")
+        region = _region_of(ranges)
+        names = dict(enumerate(memory_regions()))
+        ours: dict[str, list[int]] = {}
+        off = (rec["addr"] < h.stack_lo) | (rec["addr"] >= h.stack_hi)
+        for g in np.unique(rec["region"][off]):
+            sel = off & (rec["region"] == g)
+            ours[names[int(g)]] = [int(sel.sum()), int(rec["size"][sel].sum())]
+        theirs = _lackey_counts(log.read_bytes(), layout, h.stack_lo, h.stack_hi, region)
+    return {"ours": ours, "lackey": theirs, "queries": h.queries_traced, "records": h.records}
+
+
+def _lackey_counts(data: bytes, layout: dict, stack_lo: int, stack_hi: int, region) -> dict:
+    """Per region [accesses, bytes] of lackey's log between each pair of
+    marker stores (see lackey_check)."""
+    marker = f" S {layout['marker']:08x},".encode()
+    text_lo, text_hi = layout["text_lo"], layout["text_hi"]
+    out: dict[str, list[int]] = {}
+    at, inside = 0, False
+    while True:
+        j = data.find(marker, at)
+        if j < 0:
+            break
+        if inside:
+            instr = 0
+            for line in data[at:j].split(b"\n"):
+                if line[:1] == b"I":
+                    instr = int(line[3:line.index(b",")], 16)
+                    continue
+                if line[:1] != b" " or text_lo <= instr < text_hi:
+                    continue
+                kind = line[1:2]
+                a, n = line[3:].split(b",")
+                a, n = int(a, 16), int(n)
+                if stack_lo <= a < stack_hi:
+                    continue
+                c = out.setdefault(region(a), [0, 0])
+                times = 2 if kind == b"M" else 1
+                c[0] += times
+                c[1] += times * n
+        inside = not inside
+        at = data.index(b"\n", j) + 1
+    return out

@@ -7,10 +7,11 @@
  * (tierlab_workload_read) and runs the queries whose 0-based ordinal is a
  * multiple of N, one at a time, each between tierlab_memtrace_query_begin and
  * _end, writing the trace to OUT; it stops early when the byte budget B is
- * spent. stdout: `layout marker=0x.. text=0x..-0x..` first with --layout (the
+ * spent. stdout: with --layout first `layout marker=0x.. text=0x..-0x..` (the
  * address of the marker word stored right before and right after each traced
- * query, and the recorder's code: what a cross-check with valgrind's lackey
- * needs), `progress DONE TOTAL` lines, then `done records=R queries=T
+ * query, and the recorder's code) and `range REGION 0xLO 0xLEN` per
+ * registered range (what a cross-check with valgrind's lackey needs), then
+ * `progress DONE TOTAL` lines, then `done records=R queries=T
  * wall_ns=W` (W: the traced queries' time). Exit status 0; 2 with one line
  * on stderr for a bad argument, index or workload; 1 when a query or the
  * trace fails. With TIERLAB_PARENT_PID set it dies with that parent
@@ -141,6 +142,12 @@ int main(int argc, char **argv) {
         tierlab_memtrace_text(&lo, &hi);
         printf("layout marker=0x%" PRIx64 " text=0x%" PRIx64 "-0x%" PRIx64 "\n",
                (uint64_t)(uintptr_t)&tl_memtrace_marker, lo, hi);
+        uint64_t rlo[64], rlen[64];
+        uint8_t reg[64];
+        size_t n = tierlab_memtrace_ranges(rlo, rlen, reg, 64);
+        for (size_t i = 0; i < n && i < 64; i++)
+            printf("range %s 0x%" PRIx64 " 0x%" PRIx64 "\n", tierlab_memtrace_region_name(reg[i]),
+                   rlo[i], rlen[i]);
     }
     const char *tp[TIERLAB_QUERY_MAX_TERMS];
     uint32_t tl[TIERLAB_QUERY_MAX_TERMS];

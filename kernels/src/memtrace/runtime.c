@@ -78,6 +78,16 @@ TL_MT_API void tierlab_memtrace_text(uint64_t *lo, uint64_t *hi) {
 
 /* --- registry of ranges ------------------------------------------------------------------ */
 
+TL_MT_API size_t tierlab_memtrace_ranges(uint64_t *lo, uint64_t *len, uint8_t *region,
+                                         size_t max) {
+    for (size_t i = 0; i < (size_t)tl_mt.nr && i < max; i++) {
+        lo[i] = tl_mt.r[i].lo;
+        len[i] = tl_mt.r[i].len;
+        region[i] = (uint8_t)tl_mt.r[i].region;
+    }
+    return (size_t)tl_mt.nr;
+}
+
 TL_MT_FN void tl_mt_register(int region, const void *p, size_t n) {
     if (!p || !n || region < 0 || region >= TIERLAB_REGIONS) return;
     for (int i = 0; i < tl_mt.nr; i++)
