@@ -260,6 +260,9 @@ def run_memory(args) -> int:
     from tierlab.engine.workload import read_queries
     from tierlab.traces import memtrace, schema
 
+    if 0 < args.max_bytes < memtrace.HEADER_BYTES:
+        raise TierlabError(f"--max-bytes {args.max_bytes}: below the trace header's "
+                           f"{memtrace.HEADER_BYTES} bytes")
     out = output_dir(args.out, "--out")
     if not Path(args.index).is_dir():
         raise TierlabError(f"INDEX {args.index}: no such index directory")
@@ -306,7 +309,8 @@ def run_memory(args) -> int:
     h = memtrace.read_header(out / engine.TRACE_FILE)
     size_b = (out / engine.TRACE_FILE).stat().st_size
     print(f"wrote {out / engine.TRACE_FILE} ({_bytes(size_b)}, {h.records:,} records of "
-          f"{memtrace.RECORD_BYTES} bytes: {size_b / max(h.records, 1):.2f} bytes per access) "
+          f"{memtrace.RECORD_BYTES} bytes, {size_b / max(h.records, 1):.2f} bytes per access with "
+          f"the header) "
           f"and {out / SUMMARY_FILE}")
     print(f"sampling: {h.sampling()}")
     if not args.quiet:
