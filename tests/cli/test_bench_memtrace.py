@@ -12,8 +12,9 @@ from tierlab.core.registry import memory_regions
 def run(run_bench):
     if shutil.which("clang") is None or shutil.which("cmake") is None:
         pytest.skip("the tracing build needs clang and cmake (make deps installs them)")
+    lackey = ["--lackey-queries", "1"] if shutil.which("valgrind") else []
     return run_bench("memtrace", "--size", "1MB", "--queries-h", "5", "--reps", "2",
-                     "--k", "100")
+                     "--k", "100", *lackey)
 
 
 def test_json(run):
@@ -30,6 +31,10 @@ def test_json(run):
         assert set(w["regions"]) == set(memory_regions())
         assert sum(w["regions"].values()) == w["records"]
         assert w["regions"]["did"] > 0 and w["regions"]["topk_heap"] > 0
+        if doc["config"]["lackey_queries"]:  # the cross-check's plumbing (tests/traces/ checks
+            lk = w["lackey"]                  # the agreement itself)
+            assert lk["queries"] == 1 and lk["regions"]["skip"]["accesses_diff"] == 0
+            assert lk["accesses"] == sum(g["accesses"] for g in lk["regions"].values())
     assert len(doc["machine"]["loadavg_end"]) == 3
     assert [p.name for p in out.parent.iterdir()] == ["memtrace.json"]  # no scratch left
 
@@ -37,6 +42,7 @@ def test_json(run):
 @pytest.mark.parametrize("args, message", [
     (["--codec", "nosuch"], "nosuch"),
     (["--k", "0"], "at least 1"),
+    (["--lackey-queries", "-1"], "--lackey-queries must be >= 0"),
 ])
 def test_bad_input(bench_fails, args, message):
     assert message in bench_fails("memtrace", *args)

@@ -254,6 +254,10 @@ def register_memtrace(bsub) -> None:
                    help="hits kept per query (default: %(default)s)")
     p.add_argument("--reps", type=positive_int, default=defaults.reps, metavar="R",
                    help="repetitions of the uninstrumented runs (default: %(default)s)")
+    p.add_argument("--lackey-queries", type=int, default=0, metavar="N",
+                   help="also check the first N queries of each workload against valgrind's "
+                   "lackey on the same run, per region (slow: about 100 lackey log lines per "
+                   "access; default 0: no check)")
     p.add_argument("--work", type=Path, metavar="DIR",
                    help="make the scratch folder in DIR (default: the folder of --out)")
     p.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -267,7 +271,8 @@ def run_memtrace(args) -> int:
     cfg = memtrace.Config(size_bytes=args.size, queries={"H": args.queries_h, "M": 1, "L": 1},
                           seed=args.seed, work=args.work, keep=args.keep,
                           progress=_progress(args), codec=args.codec,
-                          placement=args.placement, k=args.k, reps=args.reps)
+                          placement=args.placement, k=args.k, reps=args.reps,
+                          lackey_queries=args.lackey_queries)
     memtrace.validate(cfg)
     check_writable(args.out)
     doc = memtrace.run(cfg, args.out)

@@ -209,38 +209,36 @@ def lackey_check(index, workload, *, k: int = 10, placement: str = "", every: in
         for g in np.unique(rec["region"][off]):
             sel = off & (rec["region"] == g)
             ours[names[int(g)]] = [int(sel.sum()), int(rec["size"][sel].sum())]
-        theirs = _lackey_counts(log.read_bytes(), layout, h.stack_lo, h.stack_hi, region)
+        with open(log, "rb") as f:
+            theirs = _lackey_counts(f, layout, h.stack_lo, h.stack_hi, region)
     return {"ours": ours, "lackey": theirs, "queries": h.queries_traced, "records": h.records}
 
 
-def _lackey_counts(data: bytes, layout: dict, stack_lo: int, stack_hi: int, region) -> dict:
-    """Per region [accesses, bytes] of lackey's log between each pair of
-    marker stores (see lackey_check)."""
+def _lackey_counts(lines, layout: dict, stack_lo: int, stack_hi: int, region) -> dict:
+    """Per region [accesses, bytes] of lackey's log lines (an iterable of
+    bytes, read as it goes) between each pair of marker stores (see
+    lackey_check)."""
     marker = f" S {layout['marker']:08x},".encode()
     text_lo, text_hi = layout["text_lo"], layout["text_hi"]
     out: dict[str, list[int]] = {}
-    at, inside = 0, False
-    while True:
-        j = data.find(marker, at)
-        if j < 0:
-            break
-        if inside:
-            instr = 0
-            for line in data[at:j].split(b"\n"):
-                if line[:1] == b"I":
-                    instr = int(line[3:line.index(b",")], 16)
-                    continue
-                if line[:1] != b" " or text_lo <= instr < text_hi:
-                    continue
-                kind = line[1:2]
-                a, n = line[3:].split(b",")
-                a, n = int(a, 16), int(n)
-                if stack_lo <= a < stack_hi:
-                    continue
-                c = out.setdefault(region(a), [0, 0])
-                times = 2 if kind == b"M" else 1
-                c[0] += times
-                c[1] += times * n
-        inside = not inside
-        at = data.index(b"\n", j) + 1
+    inside, instr = False, 0
+    for line in lines:
+        if line.startswith(marker):
+            inside = not inside
+            continue
+        if not inside:
+            continue
+        if line[:1] == b"I":
+            instr = int(line[3:line.index(b",")], 16)
+            continue
+        if line[:1] != b" " or text_lo <= instr < text_hi:
+            continue
+        a, n = line[3:].split(b",")
+        a, n = int(a, 16), int(n)
+        if stack_lo <= a < stack_hi:
+            continue
+        c = out.setdefault(region(a), [0, 0])
+        times = 2 if line[1:2] == b"M" else 1  # a modify: a load and a store
+        c[0] += times
+        c[1] += times * n
     return out

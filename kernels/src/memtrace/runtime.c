@@ -46,6 +46,7 @@
 #define TL_MT_RANGES 64 /* registered ranges at a time; more are region other */
 #define TL_MT_CHUNK 32  /* bytes per record of a hand-reported span */
 
+/* A registered range, or (in the lookup cache) a gap between ranges. */
 typedef struct tl_mt_range {
     uintptr_t lo, len;
     int region;
@@ -56,9 +57,9 @@ static struct {
     int active; /* between query_begin and query_end */
     uint32_t query;
     uint32_t n; /* records buffered */
-    int last;   /* range of the last lookup hit */
+    tl_mt_range hit[2]; /* the intervals of the last two lookups (ranges or gaps) */
     int nr;
-    tl_mt_range r[TL_MT_RANGES];
+    tl_mt_range r[TL_MT_RANGES]; /* sorted by address, not overlapping */
     int fd;      /* -1: no trace open */
     int over;    /* the current query ran past the budget */
     int full;    /* the budget is spent: nothing more is recorded */
@@ -88,37 +89,63 @@ TL_MT_API size_t tierlab_memtrace_ranges(uint64_t *lo, uint64_t *len, uint8_t *r
     return (size_t)tl_mt.nr;
 }
 
+/* Registration keeps the ranges sorted; a range that overlaps one already
+ * registered (and is not the same start) is left out, so every address has
+ * one region. Either empties the lookup cache. */
 TL_MT_FN void tl_mt_register(int region, const void *p, size_t n) {
+    uintptr_t lo = (uintptr_t)p;
     if (!p || !n || region < 0 || region >= TIERLAB_REGIONS) return;
-    for (int i = 0; i < tl_mt.nr; i++)
-        if (tl_mt.r[i].lo == (uintptr_t)p) { /* registered again: the new size and region */
-            tl_mt.r[i].len = n;
-            tl_mt.r[i].region = region;
-            return;
-        }
-    if (tl_mt.nr == TL_MT_RANGES) return;
-    tl_mt.r[tl_mt.nr++] = (tl_mt_range){(uintptr_t)p, n, region};
+    memset(tl_mt.hit, 0, sizeof tl_mt.hit);
+    int i = 0;
+    while (i < tl_mt.nr && tl_mt.r[i].lo < lo) i++;
+    if (i < tl_mt.nr && tl_mt.r[i].lo == lo) { /* registered again: its new size and region */
+        if (i + 1 < tl_mt.nr && lo + n > tl_mt.r[i + 1].lo) return;
+        tl_mt.r[i].len = n;
+        tl_mt.r[i].region = region;
+        return;
+    }
+    if (tl_mt.nr == TL_MT_RANGES || (i > 0 && tl_mt.r[i - 1].lo + tl_mt.r[i - 1].len > lo) ||
+        (i < tl_mt.nr && lo + n > tl_mt.r[i].lo))
+        return;
+    memmove(&tl_mt.r[i + 1], &tl_mt.r[i], (size_t)(tl_mt.nr - i) * sizeof tl_mt.r[0]);
+    tl_mt.r[i] = (tl_mt_range){lo, n, region};
+    tl_mt.nr++;
 }
 
 TL_MT_FN void tl_mt_unregister(const void *p) {
+    memset(tl_mt.hit, 0, sizeof tl_mt.hit);
     for (int i = 0; i < tl_mt.nr; i++)
         if (tl_mt.r[i].lo == (uintptr_t)p) {
-            tl_mt.r[i] = tl_mt.r[--tl_mt.nr];
-            tl_mt.r[tl_mt.nr] = (tl_mt_range){0, 0, 0};
-            tl_mt.last = 0;
+            memmove(&tl_mt.r[i], &tl_mt.r[i + 1], (size_t)(tl_mt.nr - i - 1) * sizeof tl_mt.r[0]);
+            tl_mt.nr--;
             return;
         }
 }
 
+/* The interval holding a: its range, or the gap around it (region other),
+ * found by binary search over the sorted ranges. */
+TL_MT_LOCAL __attribute__((noinline)) static tl_mt_range tl_mt_find(uintptr_t a) {
+    int lo = 0, hi = tl_mt.nr; /* first range starting above a: hi */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (tl_mt.r[mid].lo <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo > 0 && a - tl_mt.r[lo - 1].lo < tl_mt.r[lo - 1].len) return tl_mt.r[lo - 1];
+    uintptr_t start = lo > 0 ? tl_mt.r[lo - 1].lo + tl_mt.r[lo - 1].len : 0;
+    uintptr_t end = lo < tl_mt.nr ? tl_mt.r[lo].lo : UINTPTR_MAX;
+    return (tl_mt_range){start, end - start, TIERLAB_REGION_OTHER};
+}
+
+/* Region of address a: two compares when a lies in one of the last two
+ * intervals looked up (an access stream alternates between few of them:
+ * a block and the decode buffer, the heap and the cursors). */
 static inline __attribute__((always_inline)) uint8_t tl_mt_region_of(uintptr_t a) {
-    const tl_mt_range *r = &tl_mt.r[tl_mt.last];
-    if (a - r->lo < r->len) return (uint8_t)r->region;
-    for (int i = 0; i < tl_mt.nr; i++)
-        if (a - tl_mt.r[i].lo < tl_mt.r[i].len) {
-            tl_mt.last = i;
-            return (uint8_t)tl_mt.r[i].region;
-        }
-    return TIERLAB_REGION_OTHER;
+    if (a - tl_mt.hit[0].lo < tl_mt.hit[0].len) return (uint8_t)tl_mt.hit[0].region;
+    tl_mt_range r = a - tl_mt.hit[1].lo < tl_mt.hit[1].len ? tl_mt.hit[1] : tl_mt_find(a);
+    tl_mt.hit[1] = tl_mt.hit[0];
+    tl_mt.hit[0] = r;
+    return (uint8_t)r.region;
 }
 
 /* --- the file ------------------------------------------------------------------------------ */

@@ -31,7 +31,10 @@ config{size_bytes, seed, rp, queries, codec, block_size, placement, k, reps,
 classes}, corpus{...}, index{bytes, files{name: bytes}, blocks, postings},
 workloads[{type, class, queries, uninstrumented_ms, traced_ms, slowdown,
 records, ns_per_access, trace_bytes, bytes_per_access, accesses_per_query,
-trace_bytes_per_query, regions{name: accesses}}], errors[...]}.
+trace_bytes_per_query, regions{name: accesses}, lackey{queries, accesses,
+lackey_accesses, bytes, lackey_bytes, accesses_diff, bytes_diff, regions{name:
+the same}} (with --lackey-queries N: the first N queries against valgrind's
+lackey on the same run, tierlab.engine.memtrace.lackey_check)}], errors[...]}.
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ class Config(Inputs):
     placement: str = "dram"
     k: int = 1024
     reps: int = 5
+    lackey_queries: int = 0
 
 
 def validate(cfg: Config) -> None:
@@ -71,6 +75,10 @@ def validate(cfg: Config) -> None:
         raise TierlabError(f"--reps must be at least 1, got {cfg.reps}")
     if cfg.k < 1:
         raise TierlabError(f"--k must be at least 1, got {cfg.k}")
+    if cfg.lackey_queries < 0:
+        raise TierlabError(f"--lackey-queries must be >= 0, got {cfg.lackey_queries}")
+    if cfg.lackey_queries and shutil.which("valgrind") is None:
+        raise TierlabError("--lackey-queries needs valgrind: run `make deps`")
 
 
 def uninstrumented_ms(ix, queries, k: int, reps: int) -> float:
@@ -106,6 +114,29 @@ def traced(index, workload, trace, *, k: int, placement: str, cpu: int | None) -
             "accesses_per_query": h.records / max(h.queries_traced, 1),
             "trace_bytes_per_query": size / max(h.queries_traced, 1),
             "regions": {n: int(c) for n, c in zip(names, counts)}}
+
+
+def cross_check(index, queries, path, *, k: int, placement: str) -> dict:
+    """The first queries against valgrind's lackey on the same run
+    (tierlab.engine.memtrace.lackey_check): per region and in all, accesses
+    and bytes of both, and the trace's relative difference."""
+    from tierlab.engine import memtrace as engine
+    from tierlab.engine.workload import write_queries
+
+    write_queries(path, queries)
+    r = engine.lackey_check(index, path, k=k, placement=placement, work=path.parent)
+    regions = {}
+    for name in sorted(set(r["ours"]) | set(r["lackey"])):
+        o, t = r["ours"].get(name, [0, 0]), r["lackey"].get(name, [0, 0])
+        regions[name] = {"accesses": o[0], "lackey_accesses": t[0], "bytes": o[1],
+                         "lackey_bytes": t[1],
+                         "accesses_diff": o[0] / t[0] - 1 if t[0] else None,
+                         "bytes_diff": o[1] / t[1] - 1 if t[1] else None}
+    tot = {k2: sum(v[k2] for v in regions.values())
+           for k2 in ("accesses", "lackey_accesses", "bytes", "lackey_bytes")}
+    return {"queries": len(queries), "regions": regions, **tot,
+            "accesses_diff": tot["accesses"] / tot["lackey_accesses"] - 1,
+            "bytes_diff": tot["bytes"] / tot["lackey_bytes"] - 1}
 
 
 def run(cfg: Config, out) -> dict:
@@ -161,6 +192,11 @@ def run(cfg: Config, out) -> dict:
                         trace.unlink(missing_ok=True)
                         rec["slowdown"] = rec["traced_ms"] / rec["uninstrumented_ms"]
                         bar.update()
+                        if cfg.lackey_queries:
+                            bar.set_postfix_str(f"{w['type']} {w['class']} lackey")
+                            rec["lackey"] = cross_check(ixpath, queries[:cfg.lackey_queries],
+                                                        work / f"{w['type']}-lackey.queries",
+                                                        k=cfg.k, placement=cfg.placement)
                     except TierlabError as e:
                         rec["error"] = str(e)
                         errors.append({"type": w["type"], "class": w["class"], "error": str(e)})
@@ -181,7 +217,7 @@ def run(cfg: Config, out) -> dict:
         "machine": machine,
         "config": {**inputs_config(cfg, work), "codec": cfg.codec, "block_size": cfg.block_size,
                    "placement": cfg.placement, "k": cfg.k, "reps": cfg.reps,
-                   "classes": list(CLASSES)},
+                   "classes": list(CLASSES), "lackey_queries": cfg.lackey_queries},
         "corpus": corpus_record(cman, index_rec.get("postings")) if cman else None,
         "index": index_rec,
         "workloads": records,
@@ -200,6 +236,19 @@ def format_table(doc: dict) -> str:
                      f"{r['uninstrumented_ms']:>13.2f}{r['traced_ms']:>12.2f}"
                      f"{r['slowdown']:>9.1f}x{r['records']:>14,}{r['ns_per_access']:>11.2f}"
                      f"{r['bytes_per_access']:>10.3f}{r['trace_bytes_per_query'] / 1e6:>10.2f}")
+    for r in doc["workloads"]:
+        lk = r.get("lackey")
+        if not lk:
+            continue
+        lines.append(f"\n{r['type']} {r['class']}, first {lk['queries']} queries against "
+                     f"valgrind lackey (off the stack): accesses {100 * lk['accesses_diff']:+.1f} %, "
+                     f"bytes {100 * lk['bytes_diff']:+.1f} %")
+        for name, g in lk["regions"].items():
+            diff = ("-" if g["accesses_diff"] is None else f"{100 * g['accesses_diff']:+.1f} %")
+            bdiff = "-" if g["bytes_diff"] is None else f"{100 * g['bytes_diff']:+.1f} %"
+            lines.append(f"  {name:<14}{g['accesses']:>12,} vs {g['lackey_accesses']:>12,} "
+                         f"({diff:>8}); bytes {g['bytes']:>12,} vs {g['lackey_bytes']:>12,} "
+                         f"({bdiff:>8})")
     lines.append("\nuninstrumented: the release library, sum of each query's fastest of "
                  f"{doc['config']['reps']} repetitions; traced: the tracing build recording "
                  "every access, once")
