@@ -3,7 +3,6 @@ traces/memtrace.md): what a small real trace holds, its sampling, and that the
 release library carries none of the instrumentation."""
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest

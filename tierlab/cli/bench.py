@@ -264,21 +264,29 @@ def register_memtrace(bsub) -> None:
     p.set_defaults(func=run_memtrace)
 
 
+def _validated_run(module, cfg, out) -> dict:
+    """module.validate(cfg), the output checked, module.run, the JSON written
+    and module.format_table printed: a benchmark's run; returns its document."""
+    from tierlab.experiments.bench.codecs import check_writable, write_json
+
+    module.validate(cfg)
+    check_writable(out)
+    doc = module.run(cfg, out)
+    write_json(doc, out)
+    print(module.format_table(doc))
+    print(f"\nwrote {out}")
+    return doc
+
+
 def run_memtrace(args) -> int:
     from tierlab.experiments.bench import memtrace
-    from tierlab.experiments.bench.codecs import check_writable, write_json
 
     cfg = memtrace.Config(size_bytes=args.size, queries={"H": args.queries_h, "M": 1, "L": 1},
                           seed=args.seed, work=args.work, keep=args.keep,
                           progress=_progress(args), codec=args.codec,
                           placement=args.placement, k=args.k, reps=args.reps,
                           lackey_queries=args.lackey_queries)
-    memtrace.validate(cfg)
-    check_writable(args.out)
-    doc = memtrace.run(cfg, args.out)
-    write_json(doc, args.out)
-    print(memtrace.format_table(doc))
-    print(f"\nwrote {args.out}")
+    doc = _validated_run(memtrace, cfg, args.out)
     return 0 if not doc["errors"] else 1
 
 

@@ -47,9 +47,10 @@ import numpy as np
 
 from tierlab.core import registry
 from tierlab.core.errors import TierlabError
-from tierlab.experiments.bench.index import (Inputs, _machine, corpus_record, inputs_config,
-                                             make_inputs, make_work, remove_work,
-                                             validate_inputs)
+from tierlab.experiments.bench.index import (Inputs, build_index, corpus_record,
+                                             inputs_config, load_line, machine_loaded,
+                                             each_workload, make_inputs, make_work, pinned,
+                                             scratch, validate_inputs)
 
 CLASSES = ("H",)
 
@@ -90,20 +91,13 @@ def uninstrumented_ms(ix, queries, k: int, reps: int) -> float:
     return float(lat.min(axis=0).sum() / 1e6)
 
 
-def traced(index, workload, trace, *, k: int, placement: str, cpu: int | None) -> dict:
-    """Record the whole workload once (the driver pinned to `cpu`); the
-    traced time, records, file size and accesses per region."""
+def traced(index, workload, trace, *, k: int, placement: str) -> dict:
+    """Record the whole workload once (the driver inherits this thread's CPU
+    affinity); the traced time, records, file size and accesses per region."""
     from tierlab.engine import memtrace as engine
     from tierlab.traces import memtrace
 
-    old = os.sched_getaffinity(0) if cpu is not None else None
-    try:
-        if cpu is not None:  # the child inherits the affinity
-            os.sched_setaffinity(0, {cpu})
-        rec = engine.record(index, workload, trace, placement=placement, k=k)
-    finally:
-        if old is not None:
-            os.sched_setaffinity(0, old)
+    rec = engine.record(index, workload, trace, placement=placement, k=k)
     h, r = memtrace.read(rec.path)
     names = registry.memory_regions()
     counts = np.bincount(r["region"], minlength=len(names)) if len(r) else np.zeros(len(names))
@@ -139,14 +133,33 @@ def cross_check(index, queries, path, *, k: int, placement: str) -> dict:
             "bytes_diff": tot["bytes"] / tot["lackey_bytes"] - 1}
 
 
+def measure(ix, ixpath, w: dict, queries, cfg: Config, work, bar) -> dict:
+    """One workload's record: uninstrumented, traced (the trace removed
+    after), and with cfg.lackey_queries the cross-check."""
+    label = f"{w['type']} {w['class']}"
+    bar.set_postfix_str(f"{label} uninstrumented")
+    rec = {"uninstrumented_ms": uninstrumented_ms(ix, queries, cfg.k, cfg.reps)}
+    bar.update()
+    bar.set_postfix_str(f"{label} traced")
+    trace = work / f"{w['type']}-{w['class']}.memtrace"
+    rec.update(traced(ixpath, w["path"], trace, k=cfg.k, placement=cfg.placement))
+    trace.unlink(missing_ok=True)
+    rec["slowdown"] = rec["traced_ms"] / rec["uninstrumented_ms"]
+    bar.update()
+    if cfg.lackey_queries:
+        bar.set_postfix_str(f"{label} lackey")
+        rec["lackey"] = cross_check(ixpath, queries[:cfg.lackey_queries],
+                                    work / f"{w['type']}-lackey.queries", k=cfg.k,
+                                    placement=cfg.placement)
+    return rec
+
+
 def run(cfg: Config, out) -> dict:
     """Run the benchmark; returns the JSON document."""
     from tqdm import tqdm
 
     from tierlab.engine import index as index_mod
     from tierlab.engine import memtrace as engine
-    from tierlab.engine.query import pin
-    from tierlab.engine.workload import read_queries
 
     validate(cfg)
     work = make_work(cfg, out, "memtrace")
@@ -158,60 +171,18 @@ def run(cfg: Config, out) -> dict:
     records: list[dict] = []
     index_rec: dict = {}
     cman = None
-    try:
+    with scratch(cfg, work, bar):
         bar.set_postfix_str("tracing build")
         engine.build()
         bar.update()
         cpath, cman, workloads = make_inputs(work, cfg, bar=bar)
         ixpath = work / "index"
-        bar.set_postfix_str("build")
-        m = index_mod.build(cpath, ixpath, codec=cfg.codec, block_size=cfg.block_size).manifest
-        bar.update()
-        index_rec = {"bytes": sum(int(v) for v in m["files"].values()),
-                     "files": {k: int(v) for k, v in m["files"].items()},
-                     "blocks": int(m["blocks"]), "postings": int(m["postings"])}
-        affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-        cpu = pin(None)
-        try:
-            with index_mod.Index(ixpath, cfg.placement) as ix:
-                for w in workloads:
-                    if (w["type"], w["class"]) not in combos:
-                        continue
-                    queries = read_queries(w["path"])
-                    rec = {"type": w["type"], "class": w["class"], "queries": len(queries)}
-                    try:
-                        bar.set_postfix_str(f"{w['type']} {w['class']} uninstrumented")
-                        rec["uninstrumented_ms"] = uninstrumented_ms(ix, queries, cfg.k,
-                                                                     cfg.reps)
-                        bar.update()
-                        bar.set_postfix_str(f"{w['type']} {w['class']} traced")
-                        trace = work / f"{w['type']}-{w['class']}.memtrace"
-                        rec.update(traced(ixpath, w["path"], trace, k=cfg.k,
-                                          placement=cfg.placement,
-                                          cpu=cpu if isinstance(cpu, int) else None))
-                        trace.unlink(missing_ok=True)
-                        rec["slowdown"] = rec["traced_ms"] / rec["uninstrumented_ms"]
-                        bar.update()
-                        if cfg.lackey_queries:
-                            bar.set_postfix_str(f"{w['type']} {w['class']} lackey")
-                            rec["lackey"] = cross_check(ixpath, queries[:cfg.lackey_queries],
-                                                        work / f"{w['type']}-lackey.queries",
-                                                        k=cfg.k, placement=cfg.placement)
-                    except TierlabError as e:
-                        rec["error"] = str(e)
-                        errors.append({"type": w["type"], "class": w["class"], "error": str(e)})
-                    records.append(rec)
-        finally:
-            if affinity is not None:
-                os.sched_setaffinity(0, affinity)
-    finally:
-        bar.close()
-        if not cfg.keep:
-            shutil.rmtree(work / "index", ignore_errors=True)
-        remove_work(cfg, work)
-    machine = _machine()
-    machine["loadavg_start"] = [round(x, 2) for x in load_start]
-    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+        index_rec = build_index(cpath, ixpath, cfg.codec, cfg.block_size, bar)
+        with pinned(), index_mod.Index(ixpath, cfg.placement) as ix:
+            records, errors = each_workload(
+                workloads, combos, lambda w, queries: measure(ix, ixpath, w, queries, cfg, work,
+                                                              bar))
+    machine = machine_loaded(load_start)
     return {
         "benchmark": "memtrace",
         "machine": machine,
@@ -252,7 +223,5 @@ def format_table(doc: dict) -> str:
     lines.append("\nuninstrumented: the release library, sum of each query's fastest of "
                  f"{doc['config']['reps']} repetitions; traced: the tracing build recording "
                  "every access, once")
-    m = doc["machine"]
-    lines.append(f"load average {m['loadavg_start'][0]} at the start, {m['loadavg_end'][0]} at "
-                 f"the end ({os.cpu_count()} CPUs)")
+    lines.append(load_line(doc["machine"]))
     return "\n".join(lines)
