@@ -62,25 +62,37 @@ def test_errors_are_one_line(tiny, tmp_path, capsys, args, message):
     assert not (tmp_path / "t").exists() or not list((tmp_path / "t").iterdir())
 
 
-def test_an_interrupted_run_leaves_nothing(tiny, tmp_path):
-    """SIGINT (the process group, as Ctrl-C) once the trace is being written:
-    exit status 130, no output, no temporary, no driver left running."""
-    d = corpus_and_index(tmp_path / "big", 1500)
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    d = corpus_and_index(tmp_path_factory.mktemp("big"), 1500)
     (d / "w.queries").write_text("ra\n" * 2000)
+    return d
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_leaves_nothing(tiny, big, tmp_path, sig):
+    """SIGINT to the process group (as Ctrl-C), SIGTERM to the command (as
+    `kill`), once the trace is being written: exit status 128 + the signal,
+    no output, no temporary, no driver left running."""
+    d = big
     out = tmp_path / "t"
     p = subprocess.Popen([sys.executable, "-m", "tierlab", "trace", "memory", str(d / "idx"),
                           str(d / "w.queries"), "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
     deadline = time.monotonic() + 60
-    while not list(out.glob(".memtrace.bin.tmp-*")) and p.poll() is None:
-        assert time.monotonic() < deadline, "the trace never started"
-        time.sleep(0.01)
-    driver = [pid for pid, (pp, _, comm) in processes().items()
-              if pp == p.pid and comm.startswith("tierlab-memtr")]
-    os.killpg(p.pid, signal.SIGINT)
+    driver: list[int] = []
+    while not (driver and list(out.glob("*.tmp-*"))):  # the driver is writing the trace
+        assert p.poll() is None and time.monotonic() < deadline, "the trace never started"
+        driver = [pid for pid, (pp, _, comm) in processes().items()
+                  if pp == p.pid and comm.startswith("tierlab-memtr")]
+        time.sleep(0.005)
+    if sig == signal.SIGINT:
+        os.killpg(p.pid, sig)
+    else:
+        os.kill(p.pid, sig)
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 130, err
+    assert p.returncode == 128 + sig, err
     assert "interrupted" in err and "Traceback" not in err
     assert list(out.iterdir()) == []
     assert not [pid for pid in driver if pid in processes()]
