@@ -269,7 +269,11 @@ def run_memory(args) -> int:
     queries = read_queries(args.workload)  # a bad workload: its path:line, before any work
     if args.max_bytes:
         check_free_space(out / engine.TRACE_FILE, args.max_bytes, "--max-bytes")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TierlabError(f"--out {out}: cannot create the folder ({e.strerror or e})") \
+            from None
     signals.report(signals.remove_stale(out, engine.stale_pattern()), "a killed trace run")
     if not args.quiet and not engine.built():
         print("building the tracing build of the kernels (first use, about a minute)",
