@@ -226,7 +226,7 @@ Generates one corpus (--size, seeded) and its workloads, builds the index
 (--codec), opens it with --placement, and for SINGLE H and AND H times the
 queries with the release library (sum of each query's fastest of --reps
 repetitions after a warm pass) and with the tracing build recording every
-load and store (once, no sampling, on the same CPU). Reports the slowdown,
+load and store (no sampling, on the same CPU, the fastest of up to 3 runs). Reports the slowdown,
 ns per traced access, bytes per access on disk and per query, and the
 accesses per region. Builds the tracing build first if needed. Scratch files
 (and the traces) go next to --out (or in --work), removed unless --keep.
