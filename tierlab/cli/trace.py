@@ -40,8 +40,8 @@ _MEMORY = paragraphs(
     "Run the queries of WORKLOAD on INDEX with the tracing build of the kernels and record "
     "every load and store they make: address, size, load or store, the query, and the region "
     "(tierlab list memory-regions: dictionary, skip, did, freq, segment_cache, decode_buffer, "
-    "topk_heap, other). Writes OUT/memtrace.bin (format: traces/memtrace.md; read it with "
-    "tierlab.traces.memtrace) and OUT/memtrace_summary.parquet (one row per query x region: "
+    "topk_heap, other). Writes DIR/memtrace.bin (format: traces/memtrace.md; read it with "
+    "tierlab.traces.memtrace) and DIR/memtrace_summary.parquet (one row per query x region: "
     "accesses, loads, stores, bytes, distinct 64-byte lines).",
     "The tracing build (clang's -fsanitize-coverage=trace-loads,trace-stores on the query and "
     "codec sources, with tierlab's recorder) is made on first use in build/memtrace (about a "
