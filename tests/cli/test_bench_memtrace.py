@@ -25,6 +25,9 @@ def test_json(run):
     for w in doc["workloads"]:
         assert w["queries"] == 5 and w["records"] > 0
         assert w["slowdown"] == pytest.approx(w["traced_ms"] / w["uninstrumented_ms"])
+        assert w["instrumented_slowdown"] == pytest.approx(w["instrumented_ms"]
+                                                           / w["uninstrumented_ms"])
+        assert len(w["traced_reps_ms"]) == 2 and w["traced_ms"] == min(w["traced_reps_ms"])
         assert w["ns_per_access"] == pytest.approx(w["traced_ms"] * 1e6 / w["records"])
         assert w["trace_bytes"] == 256 + 16 * w["records"]
         assert 16 < w["bytes_per_access"] < 16.5

@@ -161,3 +161,10 @@ def test_agrees_with_valgrind_lackey(driver, tmp_path_factory):
     nbytes = sum(v[1] for v in ours.values()), sum(v[1] for v in theirs.values())
     assert abs(total[0] - total[1]) <= 0.08 * total[1], total
     assert abs(nbytes[0] - nbytes[1]) <= 0.05 * nbytes[1], nbytes
+
+
+def test_dry_run_records_nothing(driver, small, tmp_path):
+    """--no-record: the queries run through the instrumentation, the file is a header."""
+    rec = engine.record(small / "idx", small / "w.queries", tmp_path / "t.bin", k=10, dry=True)
+    h, r = m.read(rec.path)
+    assert h.records == 0 and h.queries_traced == 0 and len(r) == 0 and rec.wall_ns > 0

@@ -83,14 +83,18 @@ _PROGRESS = re.compile(r"progress (\d+) (\d+)")
 
 
 def driver_command(index, workload, out, *, placement: str = "", k: int = 1024,
-                   every: int = 1, max_bytes: int = 0, layout: bool = False) -> list[str]:
-    """The driver's command line (traces/memtrace.md, "Recording")."""
+                   every: int = 1, max_bytes: int = 0, layout: bool = False,
+                   record: bool = True) -> list[str]:
+    """The driver's command line (traces/memtrace.md, "Recording");
+    record=False: the queries run instrumented but nothing is recorded."""
     cmd = [str(build()), str(index), str(workload), str(out), "--k", str(k),
            "--every", str(every), "--max-bytes", str(max_bytes)]
     if placement:
         cmd += ["--placement", placement]
     if layout:
         cmd.append("--layout")
+    if not record:
+        cmd.append("--no-record")
     return cmd
 
 
@@ -102,15 +106,17 @@ def parse_layout(line: str) -> dict:
 
 
 def record(index, workload, out, *, placement: str = "", k: int = 1024, every: int = 1,
-           max_bytes: int = 0, progress=None) -> Recorded:
+           max_bytes: int = 0, progress=None, dry: bool = False) -> Recorded:
     """Trace the workload's queries on the index into the file `out`: written
     as `.<name>.tmp-<pid>` next to it and renamed when whole; on an error or
     a signal nothing is left (the driver gets the signal, and dies with this
-    process should it be killed). progress(done, total) after each report."""
+    process should it be killed). progress(done, total) after each report.
+    dry: run the queries instrumented without recording (`out` gets a header
+    and no record; wall_ns is the instrumentation's time alone)."""
     out = Path(out)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     cmd = driver_command(index, workload, tmp, placement=placement, k=k, every=every,
-                         max_bytes=max_bytes)
+                         max_bytes=max_bytes, record=not dry)
     proc = None
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

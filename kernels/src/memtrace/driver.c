@@ -1,7 +1,7 @@
 /* driver.c — tierlab-memtrace, the tracing build's driver (traces/memtrace.md):
  *
  *   tierlab-memtrace INDEX WORKLOAD OUT [--placement P] [--k K] [--every N]
- *                    [--max-bytes B] [--layout]
+ *                    [--max-bytes B] [--layout] [--no-record]
  *
  * Opens INDEX (placement P, as tierlab_index_open takes it), reads WORKLOAD
  * (tierlab_workload_read) and runs the queries whose 0-based ordinal is a
@@ -15,7 +15,9 @@
  * wall_ns=W` (W: the traced queries' time). Exit status 0; 2 with one line
  * on stderr for a bad argument, index or workload; 1 when a query or the
  * trace fails. With TIERLAB_PARENT_PID set it dies with that parent
- * (SIGTERM; the caller removes OUT). Linked with the tracing library only. */
+ * (SIGTERM; the caller removes OUT). --no-record runs the same queries
+ * without recording them (OUT holds a header and no record): the time of
+ * the instrumentation alone. Linked with the tracing library only. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -42,7 +44,7 @@ static uint64_t tl_now(void) {
 
 static int tl_usage(void) {
     fprintf(stderr, "usage: tierlab-memtrace INDEX WORKLOAD OUT [--placement P] [--k K] "
-                    "[--every N] [--max-bytes B] [--layout]\n");
+                    "[--every N] [--max-bytes B] [--layout] [--no-record]\n");
     return 2;
 }
 
@@ -74,11 +76,12 @@ int main(int argc, char **argv) {
     if (argc < 4) return tl_usage();
     const char *placement = "", *dir = argv[1], *wpath = argv[2], *out = argv[3];
     uint64_t k = TIERLAB_K_DEFAULT, every = 1, max_bytes = 0;
-    int layout = 0;
+    int layout = 0, record = 1;
     for (int i = 4; i < argc; i++) {
         const char *a = argv[i];
         int rc = 0;
         if (!strcmp(a, "--layout")) layout = 1;
+        else if (!strcmp(a, "--no-record")) record = 0;
         else if (i + 1 >= argc) return tl_usage();
         else if (!strcmp(a, "--placement")) placement = argv[++i];
         else if (!strcmp(a, "--k")) rc = tl_number(a, argv[++i], 1, &k);
@@ -163,7 +166,7 @@ int main(int argc, char **argv) {
             tp[j - a] = w.text + w.term_off[j];
             tl[j - a] = (uint32_t)(w.term_off[j + 1] - w.term_off[j] - 1);
         }
-        if (!tierlab_memtrace_query_begin((uint32_t)i)) break;
+        if (record && !tierlab_memtrace_query_begin((uint32_t)i)) break;
         uint64_t t0 = tl_now();
         tl_memtrace_marker = 1;
         int got = tierlab_query(q, w.type[i], tp, tl, (uint32_t)(z - a), NULL, &st);
@@ -174,7 +177,7 @@ int main(int argc, char **argv) {
                     w.line[i], tierlab_query_error(q));
             failed = 1;
         }
-        if (!tierlab_memtrace_query_end()) break;
+        if (record && !tierlab_memtrace_query_end()) break;
         done++;
         uint64_t now = tl_now();
         if (now - last > 200000000u) {

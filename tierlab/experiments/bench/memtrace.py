@@ -15,12 +15,16 @@ run). The thread is pinned to one CPU. Per workload (SINGLE H, AND H):
                   queries, every query recorded (no sampling) into a trace
                   file in the scratch folder: the driver's clock around each
                   query (the same span, lookup to sorted top-k), summed; the
-                  fastest of min(--reps, 3) runs.
+                  fastest of min(--reps, 3) runs;
+  instrumented    the same driver with --no-record: the queries run through
+                  the instrumentation, which records nothing (the cost of the
+                  hooks' calls alone); the fastest of as many runs.
 The driver is pinned to the same CPU.
 
 What is reported
 ----------------
 Per workload: uninstrumented_ms, traced_ms, slowdown (traced / uninstrumented),
+instrumented_ms and instrumented_slowdown (not recording / uninstrumented),
 records (traced accesses), ns_per_access (traced time / records),
 trace_bytes (the file), bytes_per_access (file bytes / records, header
 included), accesses and bytes per query, and the accesses per region.
@@ -31,6 +35,7 @@ JSON layout
 config{size_bytes, seed, rp, queries, codec, block_size, placement, k, reps,
 classes}, corpus{...}, index{bytes, files{name: bytes}, blocks, postings},
 workloads[{type, class, queries, uninstrumented_ms, traced_ms, traced_reps_ms[], slowdown,
+instrumented_ms, instrumented_slowdown,
 records, ns_per_access, trace_bytes, bytes_per_access, accesses_per_query,
 trace_bytes_per_query, regions{name: accesses}, lackey{queries, accesses,
 lackey_accesses, bytes, lackey_bytes, accesses_diff, bytes_diff, regions{name:
@@ -102,12 +107,16 @@ def traced(index, workload, trace, *, k: int, placement: str, reps: int = 1) -> 
 
     runs = [engine.record(index, workload, trace, placement=placement, k=k)
             for _ in range(reps)]
+    dry = min(engine.record(index, workload, trace.with_suffix(".dry"), placement=placement,
+                            k=k, dry=True).wall_ns for _ in range(reps))
+    trace.with_suffix(".dry").unlink(missing_ok=True)
     rec = min(runs, key=lambda x: x.wall_ns)
     h, r = memtrace.read(rec.path)
     names = registry.memory_regions()
     counts = np.bincount(r["region"], minlength=len(names)) if len(r) else np.zeros(len(names))
     size = rec.path.stat().st_size
     return {"traced_ms": rec.wall_ns / 1e6, "traced_reps_ms": [x.wall_ns / 1e6 for x in runs],
+            "instrumented_ms": dry / 1e6,
             "records": h.records, "trace_bytes": size,
             "ns_per_access": rec.wall_ns / max(h.records, 1),
             "bytes_per_access": size / max(h.records, 1),
@@ -152,6 +161,7 @@ def measure(ix, ixpath, w: dict, queries, cfg: Config, work, bar) -> dict:
                       reps=min(cfg.reps, TRACED_REPS)))
     trace.unlink(missing_ok=True)
     rec["slowdown"] = rec["traced_ms"] / rec["uninstrumented_ms"]
+    rec["instrumented_slowdown"] = rec["instrumented_ms"] / rec["uninstrumented_ms"]
     bar.update()
     if cfg.lackey_queries:
         bar.set_postfix_str(f"{label} lackey")
@@ -205,14 +215,15 @@ def run(cfg: Config, out) -> dict:
 
 def format_table(doc: dict) -> str:
     lines = [f"{'workload':<10}{'queries':>8}{'uninstr. ms':>13}{'traced ms':>12}{'slowdown':>10}"
-             f"{'accesses':>14}{'ns/access':>11}{'B/access':>10}{'MB/query':>10}"]
+             f"{'(hooks)':>9}{'accesses':>14}{'ns/access':>11}{'B/access':>10}{'MB/query':>10}"]
     for r in doc["workloads"]:
         if "slowdown" not in r:
             lines.append(f"{r['type']} {r['class']:<6}  ERROR {r.get('error')}")
             continue
         lines.append(f"{r['type'] + ' ' + r['class']:<10}{r['queries']:>8}"
                      f"{r['uninstrumented_ms']:>13.2f}{r['traced_ms']:>12.2f}"
-                     f"{r['slowdown']:>9.1f}x{r['records']:>14,}{r['ns_per_access']:>11.2f}"
+                     f"{r['slowdown']:>9.1f}x{r['instrumented_slowdown']:>8.1f}x"
+                     f"{r['records']:>14,}{r['ns_per_access']:>11.2f}"
                      f"{r['bytes_per_access']:>10.3f}{r['trace_bytes_per_query'] / 1e6:>10.2f}")
     for r in doc["workloads"]:
         lk = r.get("lackey")
@@ -229,6 +240,7 @@ def format_table(doc: dict) -> str:
                          f"({bdiff:>8})")
     lines.append("\nuninstrumented: the release library, sum of each query's fastest of "
                  f"{doc['config']['reps']} repetitions; traced: the tracing build recording "
-                 f"every access, the fastest of {min(doc['config']['reps'], TRACED_REPS)} runs")
+                 f"every access, the fastest of {min(doc['config']['reps'], TRACED_REPS)} runs; "
+                 "(hooks): the same without recording")
     lines.append(load_line(doc["machine"]))
     return "\n".join(lines)
