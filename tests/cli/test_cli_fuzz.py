@@ -77,6 +77,9 @@ HEAVY = {
                              "tierlab.experiments.reference.reference_costs"],
     ("validate",): ["tierlab.experiments.validate.run"],
     ("query", "costs"): ["tierlab.model.costs.measure", "tierlab.model.costs.default"],
+    # the tracing build, made on first use, takes a minute (tests/traces/ run it)
+    ("trace", "memory"): ["tierlab.engine.memtrace.build"],
+    ("bench", "memtrace"): ["tierlab.experiments.bench.memtrace.run"],
 }
 # Commands that document exit status 1 (a result that disagrees, a failed row).
 STATUS_1 = {("bench", "pisa"), ("bench", "cache"), ("validate",)}

@@ -62,6 +62,23 @@ def test_list_prints_the_c_registry_in_order(what, header, registry):
     assert r.stdout.split() == [header, *names]
 
 
+def test_list_memory_regions_prints_each_number_and_name():
+    """The region tags of memory traces, read from C (tierlab_memtrace_region_name)."""
+    from tierlab.core import registry as registries
+
+    try:
+        names = registries.memory_regions()
+    except TierlabError as e:
+        pytest.skip(f"`tierlab list memory-regions` needs the C kernels: {e}")
+    r = _tierlab("list", "memory-regions")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[0].split() == ["number", "memory_region"]
+    assert [line.split() for line in lines[1:] if line] == [[str(i), n]
+                                                              for i, n in enumerate(names)]
+    assert names[0] == "other" and "topk_heap" in names
+
+
 @pytest.mark.parametrize("what, kind", [("tiers", "memory"), ("devices", "storage")])
 def test_list_specs_of_one_kind_with_numbers_and_file(what, kind):
     from tierlab.core import specs

@@ -34,9 +34,11 @@ latency_p50_ns, latency_p99_ns, unknown_queries}]}]}.
 from __future__ import annotations
 
 import math
+import os
 import platform
 import shutil
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -88,6 +90,92 @@ def _machine() -> dict:
         "tierlab_version": __version__,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def machine_loaded(load_start) -> dict:
+    """_machine() with the load average at the start (os.getloadavg() then)
+    and now: what a timing on a shared machine is reported with."""
+    m = _machine()
+    m["loadavg_start"] = [round(x, 2) for x in load_start]
+    m["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return m
+
+
+def load_line(machine: dict) -> str:
+    """The closing line of a benchmark's table: the load it ran under."""
+    return (f"load average {machine['loadavg_start'][0]} at the start, "
+            f"{machine['loadavg_end'][0]} at the end ({os.cpu_count()} CPUs)")
+
+
+@contextmanager
+def pinned():
+    """The block runs pinned to one CPU (tierlab.engine.query.pin: the last
+    allowed); yields it (None where affinity is not supported) and restores
+    the affinity after."""
+    from tierlab.engine.query import pin
+
+    old = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        yield pin(None)
+    finally:
+        if old is not None:
+            os.sched_setaffinity(0, old)
+
+
+@contextmanager
+def scratch(cfg: Inputs, work: Path, name: str, bar):
+    """The block's end, however it ends: the progress bar closed, the index
+    and the scratch folder `work` of benchmark `name` removed, or kept with
+    cfg.keep (remove_work). Yields a dict whose "work" is, after the block,
+    where the folder is (its kept name)."""
+    where = {"work": work}
+    try:
+        yield where
+    finally:
+        bar.close()
+        if not cfg.keep:
+            shutil.rmtree(work / "index", ignore_errors=True)
+        where["work"] = remove_work(cfg, work, name)
+
+
+def each_workload(workloads: list[dict], combos, measure_one, bar=None) -> tuple[list, list]:
+    """(records, errors) of the workloads whose (type, class) is in combos:
+    a record {type, class, queries} updated with measure_one(w, queries); a
+    TierlabError it raises becomes the record's `error` and a row of errors,
+    as does an `error` measure_one puts in its result."""
+    from tierlab.engine.workload import read_queries
+
+    records, errors = [], []
+    for w in workloads:
+        if (w["type"], w["class"]) not in combos:
+            continue
+        if bar is not None:
+            bar.set_postfix_str(f"{w['type']} {w['class']}")
+        queries = read_queries(w["path"])
+        rec = {"type": w["type"], "class": w["class"], "queries": len(queries)}
+        try:
+            rec.update(measure_one(w, queries))
+        except TierlabError as e:
+            rec["error"] = str(e)
+        if "error" in rec:
+            errors.append({"type": w["type"], "class": w["class"], "error": rec["error"]})
+        records.append(rec)
+    return records, errors
+
+
+def build_index(cpath: Path, ixpath: Path, codec: str, block_size: int, bar=None) -> dict:
+    """Build one benchmark index; returns the `index` record of its JSON
+    (bytes, files, blocks, postings). `bar` advances by one."""
+    from tierlab.engine import index as index_mod
+
+    if bar is not None:
+        bar.set_postfix_str("build")
+    m = index_mod.build(cpath, ixpath, codec=codec, block_size=block_size).manifest
+    if bar is not None:
+        bar.update()
+    return {"bytes": sum(int(v) for v in m["files"].values()),
+            "files": {k: int(v) for k, v in m["files"].items()},
+            "blocks": int(m["blocks"]), "postings": int(m["postings"])}
 
 
 def validate_inputs(cfg: Inputs) -> None:

@@ -50,7 +50,6 @@ targets[{type, class, level, overhead, target, met}], errors[...]}.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass, field
 
@@ -58,9 +57,10 @@ import numpy as np
 
 from tierlab.core import registry
 from tierlab.core.errors import TierlabError
-from tierlab.experiments.bench.index import (Inputs, _machine, corpus_record, inputs_config,
-                                             make_inputs, make_work, remove_work,
-                                             validate_inputs)
+from tierlab.experiments.bench.index import (Inputs, build_index, corpus_record,
+                                             inputs_config, load_line, machine_loaded,
+                                             each_workload, make_inputs, make_work, pinned,
+                                             scratch, validate_inputs)
 
 LEVELS = ("off", "default", "full")
 CHUNK = 10  # queries run at one level before the next level runs them
@@ -162,8 +162,6 @@ def run(cfg: Config, out) -> dict:
     from tqdm import tqdm
 
     from tierlab.engine import index as index_mod
-    from tierlab.engine.query import pin
-    from tierlab.engine.workload import read_queries
 
     validate(cfg)
     work = make_work(cfg, out, "integrity")
@@ -175,56 +173,29 @@ def run(cfg: Config, out) -> dict:
     records: list[dict] = []
     index_rec: dict = {}
     cman = None
-    try:
+    with scratch(cfg, work, "integrity", bar) as where:
         cpath, cman, workloads = make_inputs(work, cfg, bar=bar)
         ixpath = work / "index"
-        bar.set_postfix_str("build")
-        m = index_mod.build(cpath, ixpath, codec=cfg.codec, block_size=cfg.block_size).manifest
-        bar.update()
-        index_rec = {"bytes": sum(int(v) for v in m["files"].values()),
-                     "files": {k: int(v) for k, v in m["files"].items()},
-                     "blocks": int(m["blocks"]), "postings": int(m["postings"])}
-        affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-        pin(None)
-        try:
-            with index_mod.Index(ixpath, cfg.placement) as ix:
-                for w in workloads:
-                    if (w["type"], w["class"]) not in combos:
-                        continue
-                    bar.set_postfix_str(f"{w['type']} {w['class']}")
-                    queries = read_queries(w["path"])
-                    rec = {"type": w["type"], "class": w["class"], "queries": len(queries)}
-                    try:
-                        rec.update(measure(ix, queries, cfg.k, cfg.reps))
-                        if not rec["results_identical"]:
-                            errors.append({"type": w["type"], "class": w["class"],
-                                           "error": "the top-k differs between check levels"})
-                    except TierlabError as e:
-                        rec["error"] = str(e)
-                        errors.append({"type": w["type"], "class": w["class"], "error": str(e)})
-                    records.append(rec)
-                    bar.update()
-        finally:
-            if affinity is not None:
-                os.sched_setaffinity(0, affinity)
-    finally:
-        bar.close()
-        if not cfg.keep:
-            shutil.rmtree(work / "index", ignore_errors=True)
-        work = remove_work(cfg, work, "integrity")
+        index_rec = build_index(cpath, ixpath, cfg.codec, cfg.block_size, bar)
+        with pinned(), index_mod.Index(ixpath, cfg.placement) as ix:
+            def one(w, queries):
+                rec = measure(ix, queries, cfg.k, cfg.reps)
+                if not rec["results_identical"]:
+                    rec["error"] = "the top-k differs between check levels"
+                bar.update()
+                return rec
+            records, errors = each_workload(workloads, combos, one, bar)
     targets = []
     for rec in records:
         if rec["class"] in TARGET_CLASSES and "levels" in rec:
             over = rec["levels"]["default"]["ratio_min"] - 1.0
             targets.append({"type": rec["type"], "class": rec["class"], "level": "default",
                             "overhead": over, "target": TARGET, "met": over <= TARGET})
-    machine = _machine()
-    machine["loadavg_start"] = [round(x, 2) for x in load_start]
-    machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    machine = machine_loaded(load_start)
     return {
         "benchmark": "integrity",
         "machine": machine,
-        "config": {**inputs_config(cfg, work), "codec": cfg.codec, "block_size": cfg.block_size,
+        "config": {**inputs_config(cfg, where["work"]), "codec": cfg.codec, "block_size": cfg.block_size,
                    "placement": cfg.placement, "k": cfg.k, "reps": cfg.reps,
                    "levels": list(LEVELS), "types": list(registry.query_types()),
                    "classes": list(cfg.classes), "chunk": CHUNK,
@@ -258,7 +229,5 @@ def format_table(doc: dict) -> str:
         lines.append(f"target {t['type']} {t['class']}: default checks cost "
                      f"{100 * t['overhead']:+.2f} % (<= {100 * t['target']:.0f} %): "
                      + ("MET" if t["met"] else "MISSED"))
-    m = doc["machine"]
-    lines.append(f"load average {m['loadavg_start'][0]} at the start, {m['loadavg_end'][0]} at "
-                 f"the end ({os.cpu_count()} CPUs)")
+    lines.append(load_line(doc["machine"]))
     return "\n".join(lines)
