@@ -15,8 +15,10 @@ clustered gaps, plus frequencies), in two regimes: per-block (each 256-block
 decoded into the same L1-resident buffer, as a query decodes) and whole-list
 (decoded into RAM). Peers run in the same process and on the same data:
 pyfastpfor (simdfastpfor256, simdbinarypacking, streamvbyte, each with its own
-prefix sum for DIDs), Debian's libstreamvbyte, and memcpy as the physical
-limit. Every decoded list is checked against its input before it is timed.
+prefix sum for DIDs), upstream StreamVByte's SIMD C library (built by `make
+peers` from crates.io's streamvbyte-sys; timed in the same C loop as ours),
+and memcpy as the physical limit. TurboPFor is on no registry: its targets
+are issue 24's numbers, times scaled by upstream StreamVByte's in this run. Every decoded list is checked against its input before it is timed.
 pyfastpfor can only be driven from Python: its per-call overhead is measured
 (same loop with its `copy` codec) and subtracted; the raw time is kept too.
 
@@ -91,7 +93,7 @@ def register(sub) -> None:
                        description="Benchmarks that compare tierlab with real peers in one run.")
     bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK")
     bsub.required = True
-    c = _benchmark(bsub, "codecs", "codec speed and size vs pyfastpfor, libstreamvbyte, memcpy",
+    c = _benchmark(bsub, "codecs", "codec speed and size vs pyfastpfor, upstream StreamVByte, memcpy",
                    _CODECS_HELP)
     c.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also draw bits/int vs decode ns/int (Pareto) for DIDs to this PNG")
@@ -107,7 +109,7 @@ def register(sub) -> None:
     c.add_argument("--dataset", action="append", choices=["clustered", "uniform"],
                    help="run only this dataset; repeat for both (default: both)")
     c.add_argument("--no-peers", action="store_true",
-                   help="skip pyfastpfor and libstreamvbyte (memcpy is always measured)")
+                   help="skip pyfastpfor and upstream StreamVByte (memcpy is always measured)")
     c.set_defaults(func=run_codecs)
 
     ix = _benchmark(bsub, "index", "index build speed, size and QPS per codec", _INDEX_HELP)
