@@ -150,7 +150,7 @@ static tl_choice tl_choose(const size_t *hist, size_t n, int constant, uint32_t 
 size_t tl_pfor_max_bytes(size_t n) { return 4 * n + 6; }
 
 static void tl_pack(const uint32_t *v, size_t n, unsigned b, int vertical, uint8_t *out) {
-    if (vertical && tierlab_cpu_has_avx2()) tl_vpack_avx2(v, n, b, out);
+    if (vertical && (tl_cpu_now() & TL_CPU_AVX2)) tl_vpack_avx2(v, n, b, out);
     else if (vertical) tl_vpack(v, n, b, out);
     else tl_hpack(v, n, b, out);
 }
@@ -287,7 +287,7 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
     if (in_len < 1) return TIERLAB_ECORRUPT;
     const uint32_t bias = vertical ? 1u : 0u; /* the 256 flavours; AVX2 kernels always add it */
     vertical = vertical && tl_pfor_vertical_len(n);
-    const int simd = vertical && tierlab_cpu_has_avx2();
+    const int simd = vertical && (tl_cpu_now() & TL_CPU_AVX2);
     const unsigned type = in[0] >> 6, b = in[0] & 63;
     size_t p = 1;
     if (b > 32) return TIERLAB_ECORRUPT;
