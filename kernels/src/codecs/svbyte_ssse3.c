@@ -100,6 +100,36 @@ TL_SVB_INLINE void tl_svb_ones(const uint8_t *d, uint32_t *out, __m128i *carry,
     *carry = _mm_add_epi32(*carry, _mm_shuffle_epi8(hi, _mm_set1_epi32((int)0x80800F0E)));
 }
 
+/* The AVX2 copy of tl_svb_ones with delta: the 16 gaps in one register of
+ * 16-bit lanes, each 128-bit half scanned in three shifted adds, widened to
+ * two registers of 8 values; the second half gets the first's total, both
+ * the carry. The next carry is the carry plus the 16 gaps' total: one add on
+ * the chain. About 19 uops for 16 integers, against 30 in 128-bit lanes. */
+typedef void (*tl_svb_ones_fn)(const uint8_t *, uint32_t *, __m128i *, int);
+static inline __attribute__((always_inline)) TL_SVB_AVX2 void
+tl_svb_ones_avx2(const uint8_t *d, uint32_t *out, __m128i *carry, int delta) {
+    if (!delta) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)d);
+        _mm256_storeu_si256((__m256i *)(void *)out, _mm256_cvtepu8_epi32(b));
+        _mm256_storeu_si256((__m256i *)(void *)(out + 8),
+                            _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+        return;
+    }
+    __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)d));
+    w = _mm256_add_epi16(w, _mm256_slli_si256(w, 2));
+    w = _mm256_add_epi16(w, _mm256_slli_si256(w, 4));
+    w = _mm256_add_epi16(w, _mm256_slli_si256(w, 8));
+    const __m256i last = _mm256_set1_epi32(7);
+    const __m256i lo = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(w));
+    __m256i hi = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(w, 1));
+    hi = _mm256_add_epi32(hi, _mm256_permutevar8x32_epi32(lo, last));
+    const __m256i c = _mm256_broadcastd_epi32(*carry);
+    _mm256_storeu_si256((__m256i *)(void *)out, _mm256_add_epi32(lo, c));
+    _mm256_storeu_si256((__m256i *)(void *)(out + 8), _mm256_add_epi32(hi, c));
+    *carry = _mm_add_epi32(*carry,
+                           _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(hi, last)));
+}
+
 /* Data bytes of the 32 integers of 8 control bytes: 32 + the sum of their
  * codes (SWAR). */
 TL_SVB_INLINE size_t tl_svb_group_len(uint64_t keys) {
@@ -111,9 +141,9 @@ TL_SVB_INLINE size_t tl_svb_group_len(uint64_t keys) {
 /* Four quads (control word c4) or, when all 16 integers take one byte, the
  * 16-bit fast path. */
 TL_SVB_INLINE void tl_svb_four(const uint8_t **d, uint32_t c4, uint32_t *out, __m128i *carry,
-                               int delta) {
+                               int delta, tl_svb_ones_fn ones) {
     if (c4 == 0) {
-        tl_svb_ones(*d, out, carry, delta);
+        ones(*d, out, carry, delta);
         *d += 16;
         return;
     }
@@ -135,7 +165,7 @@ TL_SVB_INLINE void tl_svb_four(const uint8_t **d, uint32_t c4, uint32_t *out, __
  * their data runs past limit. */
 TL_SVB_INLINE const uint8_t *tl_svb_quads(const uint8_t *ctrl, size_t nquads, const uint8_t *d,
                                           const uint8_t *limit, uint32_t *out, uint32_t prev,
-                                          int delta) {
+                                          int delta, tl_svb_ones_fn ones) {
     __m128i carry = _mm_set1_epi32((int)prev);
     size_t q = 0;
     for (; nquads - q >= 8; q += 8) {
@@ -143,8 +173,8 @@ TL_SVB_INLINE const uint8_t *tl_svb_quads(const uint8_t *ctrl, size_t nquads, co
         memcpy(&keys, ctrl + q, 8);
         const size_t left = (size_t)(limit - d);
         if (left < 128 + 16 && left < tl_svb_group_len(keys) + 12) break;
-        tl_svb_four(&d, (uint32_t)keys, out + 4 * q, &carry, delta);
-        tl_svb_four(&d, (uint32_t)(keys >> 32), out + 4 * q + 16, &carry, delta);
+        tl_svb_four(&d, (uint32_t)keys, out + 4 * q, &carry, delta, ones);
+        tl_svb_four(&d, (uint32_t)(keys >> 32), out + 4 * q + 16, &carry, delta, ones);
     }
     if (q == nquads) return d;
     if (limit - ctrl < 16) {
@@ -179,15 +209,15 @@ TL_SVB_INLINE const uint8_t *tl_svb_quads(const uint8_t *ctrl, size_t nquads, co
 static TL_SSE const uint8_t *tl_svb_quads_sse(const uint8_t *ctrl, size_t nquads,
                                               const uint8_t *d, const uint8_t *limit,
                                               uint32_t *out, uint32_t prev, int delta) {
-    return delta ? tl_svb_quads(ctrl, nquads, d, limit, out, prev, 1)
-                 : tl_svb_quads(ctrl, nquads, d, limit, out, prev, 0);
+    return delta ? tl_svb_quads(ctrl, nquads, d, limit, out, prev, 1, tl_svb_ones)
+                 : tl_svb_quads(ctrl, nquads, d, limit, out, prev, 0, tl_svb_ones);
 }
 
 static TL_SVB_AVX2 const uint8_t *tl_svb_quads_avx2(const uint8_t *ctrl, size_t nquads,
                                                     const uint8_t *d, const uint8_t *limit,
                                                     uint32_t *out, uint32_t prev, int delta) {
-    return delta ? tl_svb_quads(ctrl, nquads, d, limit, out, prev, 1)
-                 : tl_svb_quads(ctrl, nquads, d, limit, out, prev, 0);
+    return delta ? tl_svb_quads(ctrl, nquads, d, limit, out, prev, 1, tl_svb_ones_avx2)
+                 : tl_svb_quads(ctrl, nquads, d, limit, out, prev, 0, tl_svb_ones_avx2);
 }
 
 const uint8_t *tl_svbyte_decode_quads(const uint8_t *ctrl, size_t nquads, const uint8_t *data,
