@@ -12,7 +12,7 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN      := $(VENV)/bin
 NATIVE   := tierlab/_native
 
-.PHONY: all deps venv build test demo bench clean help peers
+.PHONY: all deps venv build test demo bench clean help peers bench-real
 all: build
 
 help:
@@ -20,6 +20,7 @@ help:
 	@echo "make test   run all tests (C unit, sanitizer and fuzz runs, Python)"
 	@echo "make bench  run the full benchmarks, JSON under bench/results/"
 	@echo "make peers  build upstream SIMD StreamVByte (crates.io) for bench codecs"
+	@echo "make bench-real  index GCIDE (Debian dict-gcide) and report its overhead"
 
 # Installs only what is missing, so repeated runs do not touch apt.
 deps:
@@ -86,6 +87,19 @@ peers:
 	  -o $(PEERS)/.tmp.libstreamvbyte_upstream.so && \
 	mv -f $(PEERS)/.tmp.libstreamvbyte_upstream.so $(PEERS)/libstreamvbyte_upstream.so
 	@echo "built $(PEERS)/libstreamvbyte_upstream.so (upstream StreamVByte, -O3 -march=native)"
+
+# Real text: GCIDE (Debian's dict-gcide, installed only on this path), one
+# document per dictionary entry, indexed with pfor-delta256; `index info`
+# reports skip list + dictionary against the postings (issue 24).
+REAL := $(BUILD)/real
+bench-real: venv build
+	@dpkg-query -W -f='$${Status}' dict-gcide 2>/dev/null | grep -q 'ok installed' || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq dict-gcide; }
+	mkdir -p $(REAL) bench/results
+	$(BIN)/tierlab corpus ingest /usr/share/dictd/gcide.dict.dz --format paragraphs --skip-bad --out $(REAL)/gcide.txt --quiet
+	$(BIN)/tierlab index build $(REAL)/gcide.txt --out $(REAL)/gcide-pfor-delta256 --codec pfor-delta256 --force --quiet
+	$(BIN)/tierlab index info $(REAL)/gcide-pfor-delta256
+	$(BIN)/tierlab index info $(REAL)/gcide-pfor-delta256 --json > bench/results/real-gcide-index.json
 
 clean:
 	rm -rf $(BUILD) $(NATIVE)
