@@ -758,10 +758,13 @@ def format_table(doc: dict) -> str:
                          f"tierlab {_fmt(e['ns_per_posting'], '.2f')} ns/posting, "
                          f"{pisas[0]} {_fmt(pe_['ns_per_posting'], '.2f')}")
     lines.append(f"\nbest PISA engine per row (target: tierlab / best <= {c.get('row_target')}):")
+    wc = max([len(r["class"]) for r in doc["results"]] + [5]) + 1
+    we = max([len(r["best_pisa"]["engine"]) for r in doc["results"] if r.get("best_pisa")]
+             + [10]) + 1
     for r in doc["results"]:
         b = r.get("best_pisa")
         if b:
-            lines.append(f"  {r['type']:<7}{r['class']:<14} k={r['k']:<5} {b['engine']:<34}"
+            lines.append(f"  {r['type']:<7}{r['class']:<{wc}} k={r['k']:<5} {b['engine']:<{we}}"
                          f"{_fmt(b['ms_per_query'], '.4f')} ms  ratio {_fmt(b['ratio_raw'], '.2f')}"
                          + ("  met" if b["met"] else "  MISSED"))
     for t in doc["targets"]:
