@@ -31,14 +31,19 @@ def _source_args(p) -> None:
     p.add_argument("--terms", metavar="TABLE", help="a term table (.tsv or .parquet)")
     p.add_argument("--documents", type=positive_int, metavar="N",
                    help="documents in the collection, for fractional thresholds with --terms")
+    _threshold_args(p)
+    p.add_argument("--block-postings", type=positive_int, default=256, metavar="B",
+                   help="postings per index block, for blocks touched (default 256)")
+
+
+def _threshold_args(p) -> None:
+    """--h and --l: the class thresholds (tierlab.engine.workload.Thresholds)."""
     p.add_argument("--h", type=_threshold, default=0.00625, metavar="X",
                    help="class H: postings >= X; X < 1 is a fraction of the documents "
                    "(default 0.00625, the reference's 1 M of 160 M)")
     p.add_argument("--l", type=_threshold, default=0.00000625, metavar="X",
                    help="class L: postings < X; X < 1 is a fraction of the documents, at least 2 "
                    "postings (default 0.00000625, the reference's 1,000 of 160 M)")
-    p.add_argument("--block-postings", type=positive_int, default=256, metavar="B",
-                   help="postings per index block, for blocks touched (default 256)")
 
 
 def register(sub) -> None:
@@ -125,10 +130,7 @@ def register(sub) -> None:
     f.add_argument("--type", choices=("single", "and"), help="keep only this query type")
     f.add_argument("--class", dest="cls", type=_class, action="append", metavar="{H,M,L}",
                    help="keep only queries of this class; repeat for several")
-    f.add_argument("--h", type=_threshold, default=0.00625, metavar="X",
-                   help="class H: postings >= X, as in `workload generate` (default 0.00625)")
-    f.add_argument("--l", type=_threshold, default=0.00000625, metavar="X",
-                   help="class L: postings < X, as in `workload generate` (default 0.00000625)")
+    _threshold_args(f)
     f.add_argument("--rp", type=float, default=0.25, metavar="P",
                    help="the RP of the generator the report compares with (default 0.25)")
     f.add_argument("--plot", metavar="FILE.png", help="also draw the popularity curves")

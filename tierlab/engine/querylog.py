@@ -41,12 +41,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from tierlab import __version__
 from tierlab.core.errors import TierlabError
 from tierlab.engine.corpus import atomic_outputs, tokenize
 from tierlab.engine.workload import (
-    CLASSES, DEFAULT_H, DEFAULT_L, FORMAT, FORMAT_VERSION, REPEAT_QUEUE, Thresholds,
-    _digest, single_stream, stats_path, workload_stats, write_queries,
+    CLASSES, DEFAULT_H, DEFAULT_L, REPEAT_QUEUE, Thresholds, json_header, single_stream,
+    stats_path, workload_stats, write_queries,
 )
 
 FORMATS = ("auto", "trec", "tsv", "plain")
@@ -269,11 +268,7 @@ def from_log(log: str | os.PathLike, index: str | os.PathLike, out: str | os.Pat
             f.writelines("\t".join(map(str, r)) + "\n" for r in rows)
         by = Counter((r[1], r[2]) for r in rows)
         doc = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "tierlab_version": __version__,
-            "queries_file": out.name,
-            "digest": _digest(t_out),
+            **json_header(out, t_out),
             "from_log": {
                 "log": str(log), "log_format": detected, "index": str(index),
                 "documents": docs, "h": h, "l": l, "h_min_postings": thr.h_min,
