@@ -134,6 +134,8 @@ def export(index: str | os.PathLike, out: str | os.PathLike, description: str | 
 
     ffi, lib = ffi_lib()
     out = output_file(out, "--ciff")
+    if Path(out).resolve().parent == Path(index).resolve():
+        raise TierlabError(f"--ciff {out}: inside the index being exported; write it elsewhere")
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     with Index(index) as ix:
         m = ix.manifest
