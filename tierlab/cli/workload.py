@@ -113,7 +113,7 @@ def register(sub) -> None:
             "the RP generator makes of the same terms); --plot draws the popularity curves."),
         epilog="example: tierlab workload from-log 05.efficiency_topics.gz --index data/idx "
         "--max-terms 16 --skip-bad --known-only --out data/tb05.queries --plot data/tb05.png")
-    f.add_argument("log", metavar="LOG", help="the query log (.gz is read as gzip)")
+    f.add_argument("log", metavar="LOG", help="the query log (gzip is detected from its first bytes)")
     f.add_argument("--index", required=True, metavar="IDX",
                    help="the index the queries will run on (terms, posting counts, documents)")
     f.add_argument("--out", required=True, metavar="WORKLOAD", help="the query file to write")
