@@ -12,13 +12,15 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN      := $(VENV)/bin
 NATIVE   := tierlab/_native
 
-.PHONY: all deps venv build memtrace test demo bench clean help
+.PHONY: all deps venv build memtrace test demo bench clean help peers bench-real
 all: build
 
 help:
 	@echo "make demo   install everything, run the codec benchmark on generated data"
 	@echo "make test   run all tests (C unit, sanitizer and fuzz runs, Python)"
 	@echo "make bench  run the full benchmarks, JSON under bench/results/"
+	@echo "make peers  build upstream SIMD StreamVByte (crates.io) for bench codecs"
+	@echo "make bench-real  index GCIDE (Debian dict-gcide) and report its overhead"
 
 # Installs only what is missing, so repeated runs do not touch apt.
 deps:
@@ -72,6 +74,38 @@ bench: venv build
 	$(BIN)/tierlab bench model --out bench/results/model.json
 	$(BIN)/tierlab bench memtrace --out bench/results/memtrace.json --lackey-queries 3
 	$(BIN)/pytest -q -m "slow or bench"
+
+# The SIMD StreamVByte peer of `tierlab bench codecs`: upstream's C library
+# (lemire/streamvbyte) as crates.io's streamvbyte-sys 0.1.0 vendors it. cargo
+# fetches the crate (and, as sources only, its build dependencies cmake, cc,
+# shlex, find-msvc-tools) for a throwaway manifest; the C files are compiled
+# here with -O3 -march=native into $(BUILD)/peers/libstreamvbyte_upstream.so.
+PEERS := $(BUILD)/peers
+peers:
+	mkdir -p $(PEERS)/crate/src && touch $(PEERS)/crate/src/lib.rs
+	printf '[package]\nname = "tierlab-peers"\nversion = "0.0.0"\nedition = "2021"\n\n[dependencies]\nstreamvbyte-sys = "=0.1.0"\n' > $(PEERS)/crate/Cargo.toml
+	cargo fetch -q --manifest-path $(PEERS)/crate/Cargo.toml
+	src=$$(cargo metadata -q --format-version 1 --manifest-path $(PEERS)/crate/Cargo.toml | \
+	  $(PYTHON) -c 'import json, os, sys; print(next(os.path.dirname(p["manifest_path"]) for p in json.load(sys.stdin)["packages"] if p["name"] == "streamvbyte-sys"))')/external/streamvbyte; \
+	cc -O3 -march=native -std=c99 -fPIC -shared -I$$src/include \
+	  $$src/src/streamvbyte_decode.c $$src/src/streamvbyte_encode.c \
+	  $$src/src/streamvbytedelta_decode.c $$src/src/streamvbytedelta_encode.c \
+	  -o $(PEERS)/.tmp.libstreamvbyte_upstream.so && \
+	mv -f $(PEERS)/.tmp.libstreamvbyte_upstream.so $(PEERS)/libstreamvbyte_upstream.so
+	@echo "built $(PEERS)/libstreamvbyte_upstream.so (upstream StreamVByte, -O3 -march=native)"
+
+# Real text: GCIDE (Debian's dict-gcide, installed only on this path), one
+# document per dictionary entry, indexed with pfor-delta256; `index info`
+# reports skip list + dictionary against the postings (issue 24).
+REAL := $(BUILD)/real
+bench-real: venv build
+	@dpkg-query -W -f='$${Status}' dict-gcide 2>/dev/null | grep -q 'ok installed' || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq dict-gcide; }
+	mkdir -p $(REAL) bench/results
+	$(BIN)/tierlab corpus ingest /usr/share/dictd/gcide.dict.dz --format paragraphs --skip-bad --out $(REAL)/gcide.txt --quiet
+	$(BIN)/tierlab index build $(REAL)/gcide.txt --out $(REAL)/gcide-pfor-delta256 --codec pfor-delta256 --force --quiet
+	$(BIN)/tierlab index info $(REAL)/gcide-pfor-delta256
+	$(BIN)/tierlab index info $(REAL)/gcide-pfor-delta256 --json > bench/results/real-gcide-index.json
 
 clean:
 	rm -rf $(BUILD) $(NATIVE)

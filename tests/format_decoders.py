@@ -102,8 +102,9 @@ def unpack_vertical(low: bytes, n: int, b: int) -> list[int]:
 
 
 def pfor(data: bytes, n: int, vertical: bool) -> tuple[list[int], int]:
-    """One PFor block of n values (not yet delta-decoded). `vertical`: the
-    256 flavours, whose `low` is vertical when n is 128 or 256."""
+    """One PFor block of n stored values (not yet delta-decoded, the ones of
+    "Minus one" not yet added: `decode` does both). `vertical`: the 256
+    flavours, whose `low` is vertical when n is 128 or 256."""
     if not data:
         raise Corrupt("no header byte")
     kind, b = data[0] >> 6, data[0] & 0x3F
@@ -177,6 +178,8 @@ CODECS = {
     "pfor256": (lambda d, n: pfor(d, n, vertical=True), False),
     "pfor-delta256": (lambda d, n: pfor(d, n, vertical=True), True),
 }
+# pfor.md "Minus one": codecs storing values minus one (a delta block's first gap as is)
+MINUS_ONE = {"pfor256", "pfor-delta256"}
 
 
 # each configuration's freq codec (tierlab_codec_freq; pfor.md's table, vbyte.md)
@@ -190,6 +193,8 @@ def decode(codec: str, data: bytes, n: int, prev: int = 0) -> tuple[list[int], i
     prev. Raises Corrupt, or KeyError for a codec the documents do not cover."""
     family, delta = CODECS[codec]
     vals, used = family(bytes(data), n)
+    if codec in MINUS_ONE:
+        vals = [v if delta and i == 0 else (v + 1) & MASK32 for i, v in enumerate(vals)]
     if delta:
         out, acc = [], prev
         for g in vals:

@@ -290,8 +290,9 @@ size_t tierlab_corpus_word(uint32_t rank, char *buf);
 #define TIERLAB_EFORMAT (-6) /* not a tierlab index, other version, or corrupt  */
 #define TIERLAB_EEXIST (-7)  /* the output directory exists (and no overwrite)  */
 
-/* Version of the index byte formats; a reader refuses any other. */
-#define TIERLAB_INDEX_FORMAT_VERSION 3
+/* Version of the index byte formats; a reader refuses any other. 4: the
+ * pfor-delta256/pfor256 blocks store values minus one (kernels/formats/pfor.md). */
+#define TIERLAB_INDEX_FORMAT_VERSION 4
 /* Block sizes an index may use (postings per skip-list entry). */
 #define TIERLAB_INDEX_BLOCK_DEFAULT 256
 #define TIERLAB_INDEX_DOC_BYTES_DEFAULT 1024

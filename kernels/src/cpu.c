@@ -4,9 +4,12 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "tierlab.h"
 
-enum { TL_PROBED = 1, TL_SSSE3 = 2, TL_AVX2 = 4, TL_SSE42 = 8 };
+enum { TL_PROBED = TL_CPU_PROBED, TL_SSSE3 = TL_CPU_SSSE3, TL_AVX2 = TL_CPU_AVX2,
+       TL_SSE42 = TL_CPU_SSE42 };
+_Atomic int tl_cpu_word = 0; /* cpu.h: the probe's bits, or TL_PROBED when scalar */
 
 static _Atomic int tl_cpu_bits = 0;
 static _Atomic int tl_scalar = 0;
@@ -39,8 +42,15 @@ const char *tierlab_cpu_features(void) {
 
 void tl_crc32c_choose(void); /* index/crc32c.c: caches its choice of path */
 
+int tl_cpu_word_init(void) {
+    const int w = atomic_load(&tl_scalar) ? TL_PROBED : tl_probe();
+    atomic_store_explicit(&tl_cpu_word, w, memory_order_relaxed);
+    return w;
+}
+
 void tierlab_force_scalar(int on) {
     atomic_store(&tl_scalar, on ? 1 : 0);
+    tl_cpu_word_init();
     tl_crc32c_choose();
 }
 int tierlab_scalar_forced(void) { return atomic_load(&tl_scalar); }

@@ -219,15 +219,44 @@ def test_missing_pyfastpfor_is_a_note_not_a_failure(monkeypatch, capsys):
     assert target["evaluated"] is False and target["met"] is False and target["note"]
 
 
-def test_libstreamvbyte_is_timed_without_python(run):
+def test_upstream_streamvbyte_is_timed_without_python(run):
     doc, _, _ = run
-    if bench._find_libstreamvbyte() is None:
-        pytest.skip("libstreamvbyte not installed")
-    recs = [r for r in doc["records"] if r["codec"] == "libstreamvbyte"]
+    if bench.find_upstream_streamvbyte() is None:
+        pytest.skip("upstream StreamVByte not built (`make peers`)")
+    recs = [r for r in doc["records"] if r["codec"] == bench.UPSTREAM_SVB]
     assert len(recs) == len(DATASETS) * len(REGIMES) * len(LISTS)
     for r in recs:
-        assert r["impl"] == "scalar" and r["error"] is None
+        assert r["impl"] == "simd" and r["error"] is None
         assert r["python_overhead_ns_per_int"] == 0.0  # the C loop calls it directly
+        assert len(r["decode_rounds_ns_per_int"]) == 10
+    # byte-compatible: the same stream sizes as svbyte-delta / svbyte
+    for lst, ours in (("dids", "svbyte-delta"), ("freqs", "svbyte-delta")):
+        a = next(r for r in doc["records"] if (r["codec"], r["list"], r["dataset"], r["regime"])
+                 == (bench.UPSTREAM_SVB, lst, "clustered", "per-block"))
+        b = next(r for r in doc["records"] if (r["codec"], r["list"], r["dataset"], r["regime"])
+                 == (ours, lst, "clustered", "per-block"))
+        assert a["encoded_bytes"] == b["encoded_bytes"]
+    t = next(t for t in doc["targets"] if t["peer"] == bench.UPSTREAM_SVB)
+    assert t["evaluated"] and t["ratio_rounds_q25"] <= t["ratio_rounds_q75"]
+
+
+def test_turbopfor_targets_are_anchored(run):
+    """TurboPFor's numbers are the issue's; times scale with upstream StreamVByte here."""
+    doc, _, _ = run
+    tt = {(t["list"], t["metric"]): t for t in doc["turbopfor_targets"]}
+    size = tt["dids", "bits_per_int"]
+    assert size["anchored_value"] == size["issue_value"] == 2.60 and size["evaluated"]
+    up = bench._find(doc["records"], bench.UPSTREAM_SVB, "clustered", "per-block", "dids")
+    for key in (("dids", "decode_ns_per_int"), ("freqs", "decode_ns_per_int")):
+        t = tt[key]
+        if up is None:
+            assert not t["evaluated"] and "make peers" in t["note"]
+            continue
+        assert t["anchored_value"] == pytest.approx(
+            t["issue_value"] * up["decode_ns_per_int"] / bench.ISSUE_UPSTREAM_NS)
+        assert t["met"] == (t["ours_value"] <= t["anchored_value"])
+    assert any("TurboPFor is on no registry" in n for n in doc["notes"])
+    assert doc["run_to_run"]["median_relative_iqr"] >= 0
 
 
 # ---- bad input: exit 2, one line, no traceback -----------------------------

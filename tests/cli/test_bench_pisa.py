@@ -80,6 +80,48 @@ def test_table_and_scratch(run):
     assert "ERRORS" in bench.format_table(bad)
 
 
+@pytest.fixture(scope="module")
+def on_files(tmp_path_factory, run_bench):
+    """bench pisa on an existing index and two query files (one mixed)."""
+    if not PISA_OK:
+        pytest.skip(f"PISA not usable: {PISA_WHY}")
+    from tierlab.engine.index import build
+
+    d = tmp_path_factory.mktemp("pisa-files")
+    (d / "c.txt").write_text("".join(f"every t{i % 7} t{i % 3}" + (" rare" if i % 50 == 0 else "")
+                                     + "\n" for i in range(400)))
+    build(d / "c.txt", d / "idx", codec="svbyte-delta")
+    (d / "mixed.q").write_text("t1\nevery AND t2\nevery\nnosuchterm\n")
+    (d / "and.q").write_text("every rare\nt1 t4\n")
+    return run_bench("pisa", "--index", str(d / "idx"), "--workload", str(d / "mixed.q"),
+                     "--workload", str(d / "and.q"), "--single-algorithm", "ranked_or",
+                     "--single-algorithm", "block_max_wand", "--and-algorithm", "ranked_and",
+                     "--and-algorithm", "block_max_ranked_and", "--pisa-encoding",
+                     "block_simdbp", "--k", "10", "--reps", "1", "--target", "5")
+
+
+def test_any_index_and_workloads(on_files):
+    rc, doc, _ = on_files
+    assert rc == 0 and doc["errors"] == []
+    c = doc["config"]
+    assert c["codec"] == "svbyte-delta" and c["split"] is False and c["index"]
+    assert c["single_algorithms"] == ["ranked_or", "block_max_wand"]
+    assert {(r["type"], r["class"], r["queries"]) for r in doc["results"]} == {
+        ("single", "mixed.q", 3), ("and", "mixed.q", 1), ("and", "and.q", 2)}
+    for r in doc["results"]:
+        alg = "block_max_wand" if r["type"] == "single" else "block_max_ranked_and"
+        assert set(r["engines"]) == {"tierlab:svbyte-delta", "pisa:block_simdbp",
+                                     f"pisa:block_simdbp:{alg}"}
+        b = r["best_pisa"]
+        fastest = min((n for n in r["engines"] if n.startswith("pisa:")),
+                      key=lambda n: r["engines"][n]["ms_per_query"])
+        assert b["engine"] == fastest and b["target"] == 5
+        assert b["ratio_raw"] == r["ratio"][fastest]["raw"]
+        assert b["met"] == (b["ratio_raw"] <= 5)
+    assert doc["corpus"]["documents"] == 400
+    assert "best PISA engine per row" in bench.format_table(doc)
+
+
 # ---- the converter ----
 
 def _ciff(lists, n_docs, posting_bytes=None) -> bytes:

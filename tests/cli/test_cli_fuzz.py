@@ -220,7 +220,7 @@ class World:
 
 PATH_DESTS = {"index": "index", "corpus": "corpus", "workload": "workload", "path": "trace",
               "ciff": "ciff", "grid": "spec", "spec": "spec", "inputs": "corpus",
-              "terms": "any", "costs": "any"}
+              "terms": "any", "costs": "any", "log": "workload"}
 OUT_DESTS = {"out", "results", "trace", "work", "plot"}
 
 

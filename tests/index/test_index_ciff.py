@@ -146,3 +146,16 @@ def test_cli(tmp_path, capsys):
     assert main(["index", "import", "--ciff", str(tmp_path / "i.ciff"), "--out",
                  str(tmp_path / "back")]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_export_never_writes_into_the_index(tmp_path):
+    """`index export IDX --ciff IDX/dids.bin` would rename the CIFF over a file
+    of the index it reads (the CLI fuzz drew it): refused, the index intact."""
+    c = write(tmp_path / "c.txt", random_corpus(seed=2, docs=200))
+    build(c, tmp_path / "idx")
+    before = (tmp_path / "idx" / "dids.bin").read_bytes()
+    for name in ("dids.bin", "new.ciff"):
+        with pytest.raises(TierlabError, match="inside the index being exported"):
+            export(tmp_path / "idx", tmp_path / "idx" / name)
+    assert (tmp_path / "idx" / "dids.bin").read_bytes() == before
+    assert not (tmp_path / "idx" / "new.ciff").exists()

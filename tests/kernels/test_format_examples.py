@@ -149,8 +149,52 @@ def _pack(values: list[int], b: int, vertical: bool) -> bytes:
                     for r in range(rows) for j in range(8))
 
 
-@pytest.mark.parametrize("name, vertical", [("pfor-delta", False), ("pfor", False),
-                                            ("pfor-delta256", True), ("pfor256", True)])
+def _pfor256_example() -> tuple[bytes, bytes]:
+    """pfor.md's second example ("the 256 flavours"): the bytes of the
+    pfor-delta256 block and of the pfor256 block, of the first example's
+    numbers."""
+    text = " ".join((FORMATS / "pfor.md").read_text().split())
+    m = re.search(r"Example \(the 256 flavours\): (.*?) then 0 bytes of low bits: (\d+) bytes "
+                  r"in all\. The same 256 numbers as frequencies in `pfor256` .*?: `([0-9A-Fx ]+)`, "
+                  r"(\d+) bytes", text)
+    assert m, "the second PFor example moved"
+    delta_text, n_delta, freq_text, n_freq = m.groups()
+    quoted = re.findall(r"`(0x[0-9A-F]{2}(?: 0x[0-9A-F]{2})*)`", delta_text)
+    d = bytes(int(byte, 16) for q in quoted for byte in q.split())
+    f = bytes(int(byte, 16) for byte in freq_text.split())
+    assert (len(d), len(f)) == (int(n_delta), int(n_freq))
+    return d, f
+
+
+@pytest.mark.parametrize("name", ["pfor-delta256", "pfor256"])
+def test_pfor256_example_byte_for_byte(name):
+    """Index format 4: the 256 flavours store values minus one."""
+    gaps, _, _ = _pfor_example()
+    delta_block, freq_block = _pfor256_example()
+    assert delta_block == bytes([0x80, 0x03, 0x00, 0x28, 0xC8, 0x01, 0xAB, 0x02, 0x04])
+    want = delta_block if name == "pfor-delta256" else freq_block
+    c = _codec(name)
+    values = list(np.cumsum(gaps, dtype=np.uint64) & fd.MASK32) if c.delta else gaps
+    assert c.encode(values, 0) == want
+    assert fd.decode(name, want, len(gaps)) == (values, len(want))
+    assert _native_decode(name, want, len(gaps)) == (values, len(want))
+
+
+def test_format_3_index_is_refused(tmp_path):
+    """Blocks of format 3 mean other numbers: an index of version 3 must be
+    rebuilt, not read."""
+    from tierlab.core.errors import TierlabError
+    from tierlab.engine.index import FILES, Index
+
+    (tmp_path / "c.txt").write_text("a b\nb c\n")
+    build(tmp_path / "c.txt", tmp_path / "idx", codec="pfor-delta256")
+    for f in FILES:
+        ref.reseal(tmp_path / "idx" / f, version=3)
+    with pytest.raises(TierlabError, match="format version 3; rebuild with tierlab index build"):
+        Index(tmp_path / "idx")
+
+
+@pytest.mark.parametrize("name, vertical", [("pfor-delta", False), ("pfor", False)])
 def test_pfor_example_byte_for_byte(name, vertical):
     gaps, head, total = _pfor_example()
     assert head == bytes([0x81, 0x02, 0x28, 0xC8, 0x96, 0x01, 0x02])  # parsed whole

@@ -15,8 +15,10 @@ clustered gaps, plus frequencies), in two regimes: per-block (each 256-block
 decoded into the same L1-resident buffer, as a query decodes) and whole-list
 (decoded into RAM). Peers run in the same process and on the same data:
 pyfastpfor (simdfastpfor256, simdbinarypacking, streamvbyte, each with its own
-prefix sum for DIDs), Debian's libstreamvbyte, and memcpy as the physical
-limit. Every decoded list is checked against its input before it is timed.
+prefix sum for DIDs), upstream StreamVByte's SIMD C library (built by `make
+peers` from crates.io's streamvbyte-sys; timed in the same C loop as ours),
+and memcpy as the physical limit. TurboPFor is on no registry: its targets
+are issue 24's numbers, times scaled by upstream StreamVByte's in this run. Every decoded list is checked against its input before it is timed.
 pyfastpfor can only be driven from Python: its per-call overhead is measured
 (same loop with its `copy` codec) and subtracted; the raw time is kept too.
 
@@ -94,7 +96,7 @@ def register(sub) -> None:
                        description="Benchmarks that compare tierlab with real peers in one run.")
     bsub = p.add_subparsers(dest="bench", metavar="BENCHMARK")
     bsub.required = True
-    c = _benchmark(bsub, "codecs", "codec speed and size vs pyfastpfor, libstreamvbyte, memcpy",
+    c = _benchmark(bsub, "codecs", "codec speed and size vs pyfastpfor, upstream StreamVByte, memcpy",
                    _CODECS_HELP)
     c.add_argument("--plot", type=Path, metavar="FILE.png",
                    help="also draw bits/int vs decode ns/int (Pareto) for DIDs to this PNG")
@@ -110,7 +112,7 @@ def register(sub) -> None:
     c.add_argument("--dataset", action="append", choices=["clustered", "uniform"],
                    help="run only this dataset; repeat for both (default: both)")
     c.add_argument("--no-peers", action="store_true",
-                   help="skip pyfastpfor and libstreamvbyte (memcpy is always measured)")
+                   help="skip pyfastpfor and upstream StreamVByte (memcpy is always measured)")
     c.set_defaults(func=run_codecs)
 
     ix = _benchmark(bsub, "index", "index build speed, size and QPS per codec", _INDEX_HELP)
@@ -141,6 +143,13 @@ ms/query and the tierlab/PISA ratio; SINGLE uses PISA's --single-algorithm,
 AND its --and-algorithm. Also times a `base` index (unless --no-split) to
 show how much of tierlab's time is decoding. Scratch files go next to --out (or in
 --work), removed unless --keep. Takes a few minutes at 200MB.
+
+On real data: --index IDX uses an existing index (any codec; no base split)
+and --workload FILE (repeat for several; e.g. from `tierlab workload
+from-log`) replaces the generated workloads, one row per file and query
+type. Repeat --single-algorithm / --and-algorithm to time several PISA
+engines (e.g. ranked_or and block_max_wand); every row reports its fastest
+PISA engine and tierlab's ratio to it against --target.
 """
 
 
@@ -155,10 +164,19 @@ def register_pisa(bsub) -> None:
     p.add_argument("--pisa-encoding", action="append", choices=pisa_engine.ENCODINGS,
                    metavar="ENC", help="PISA index encoding; repeat for several, the first is "
                    "the reference of the ratios (default: block_simdbp and block_optpfor)")
-    p.add_argument("--single-algorithm", default="ranked_or", choices=pisa_engine.ALGORITHMS,
-                   metavar="ALG", help="PISA algorithm for SINGLE queries (default: %(default)s)")
-    p.add_argument("--and-algorithm", default="ranked_and", choices=pisa_engine.ALGORITHMS,
-                   metavar="ALG", help="PISA algorithm for AND queries (default: %(default)s)")
+    p.add_argument("--single-algorithm", action="append", choices=pisa_engine.ALGORITHMS,
+                   metavar="ALG", help="PISA algorithm for SINGLE queries; repeat for several, "
+                   "the first is the ratios' reference (default: ranked_or)")
+    p.add_argument("--and-algorithm", action="append", choices=pisa_engine.ALGORITHMS,
+                   metavar="ALG", help="PISA algorithm for AND queries; repeat for several "
+                   "(default: ranked_and)")
+    p.add_argument("--index", metavar="IDX",
+                   help="time this index instead of one built from the generated corpus")
+    p.add_argument("--workload", action="append", metavar="FILE",
+                   help="a query file to time instead of the generated workloads; repeat for "
+                   "several")
+    p.add_argument("--target", type=float, default=0.9, metavar="R",
+                   help="per row: tierlab / fastest PISA engine at most R (default: %(default)s)")
     p.add_argument("--k", type=positive_int, action="append", metavar="K",
                    help="top-k to time; repeat for several (default: 1024 and 10)")
     p.add_argument("--reps", type=positive_int, default=9, metavar="R",
@@ -359,8 +377,10 @@ def run_pisa(args) -> int:
     cfg = bench_pisa.Config(
         **_inputs(args), codec=args.codec, ks=_each_once(args.k, bench_pisa.Config.ks),
         reps=args.reps, encodings=_each_once(args.pisa_encoding, bench_pisa.Config.encodings),
-        single_algorithm=args.single_algorithm, and_algorithm=args.and_algorithm,
-        split=not args.no_split, check_queries=args.check_queries,
+        single_algorithms=_each_once(args.single_algorithm, bench_pisa.Config.single_algorithms),
+        and_algorithms=_each_once(args.and_algorithm, bench_pisa.Config.and_algorithms),
+        split=not args.no_split, check_queries=args.check_queries, index=args.index,
+        workload_files=tuple(args.workload or ()), row_target=args.target,
     )
     bench_pisa.validate(cfg)
     check_writable(args.out)

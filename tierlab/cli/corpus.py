@@ -62,9 +62,11 @@ def register(sub) -> None:
         epilog="example: tierlab corpus ingest CC-MAIN-*.warc.wet.gz --out data/cc.txt")
     i.add_argument("inputs", nargs="+", metavar="FILE", help="input files, read in order")
     i.add_argument("--out", required=True, metavar="CORPUS", help="the corpus file to write")
-    i.add_argument("--format", choices=["auto", "text", "jsonl", "wet"], default="auto",
+    i.add_argument("--format", choices=["auto", "text", "jsonl", "wet", "paragraphs"],
+                   default="auto",
                    help="input format (default auto: *.jsonl/*.ndjson/*.json are jsonl, "
-                   "*.wet/*.warc.wet[.gz] are wet, anything else is text)")
+                   "*.wet/*.warc.wet[.gz] are wet, anything else is text; paragraphs: documents "
+                   "separated by blank lines, e.g. a dictd .dict.dz, never auto-detected)")
     i.add_argument("--doc-bytes", type=positive_int, default=1024, metavar="BYTES",
                    help="truncate documents to this many bytes of UTF-8 (default 1024)")
     i.add_argument("--text-field", default="text", metavar="NAME",

@@ -89,9 +89,16 @@ def register(sub) -> None:
 
 
 def _ratios(m: dict) -> dict:
+    """Block bytes over `base`'s, and the structures a placement study puts
+    in fast memory (skip list + dictionary files) over the postings (DID +
+    freq blocks)."""
     base = 4 * m["postings"]  # `base` stores 4 bytes per DID and per freq
+    post = m["did_block_bytes"] + m["freq_block_bytes"]
+    structures = sum(int(m["files"].get(f, 0)) for f in ("skip.bin", "dict.bin"))
     return {"did_ratio": m["did_block_bytes"] / base if base else 0.0,
-            "freq_ratio": m["freq_block_bytes"] / base if base else 0.0}
+            "freq_ratio": m["freq_block_bytes"] / base if base else 0.0,
+            "postings_bytes": post, "skip_dict_bytes": structures,
+            "skip_dict_vs_postings": structures / post if post else None}
 
 
 def _print(m: dict, path, build_seconds: float | None = None) -> None:
@@ -108,6 +115,10 @@ def _print(m: dict, path, build_seconds: float | None = None) -> None:
     print(f"DID blocks  {m['did_block_bytes']:,} bytes = {100 * r['did_ratio']:.1f} % of base "
           f"(4 bytes per posting)")
     print(f"freq blocks {m['freq_block_bytes']:,} bytes = {100 * r['freq_ratio']:.1f} % of base")
+    if r["skip_dict_vs_postings"] is not None:
+        print(f"overhead   skip list + dictionary {r['skip_dict_bytes']:,} bytes = "
+              f"{r['skip_dict_vs_postings']:.2f}x the postings ({r['postings_bytes']:,} bytes of "
+              f"DID + freq blocks)")
     total = m["ingest_seconds"] + m["transform_seconds"]
     rate = mb / total if total else 0.0
     print(f"build      ingest {m['ingest_seconds']:.2f} s + transform "

@@ -136,6 +136,8 @@ def export(index: str | os.PathLike, out: str | os.PathLike, description: str | 
 
     ffi, lib = ffi_lib()
     out = output_file(out, "--ciff")
+    if Path(out).resolve().parent == Path(index).resolve():
+        raise TierlabError(f"--ciff {out}: inside the index being exported; write it elsewhere")
     with Index(index) as ix, atomic_outputs(out) as (tmp,):
         m = ix.manifest
         n_docs, n_terms = int(ix.info["docs"]), int(ix.info["terms"])

@@ -8,7 +8,11 @@ Inputs, by `--format` or, with `auto`, by file name:
   are ignored;
 - `wet`   Common Crawl WET files (`*.wet`, `*.warc.wet.gz`): WARC records;
   the bodies of `WARC-Type: conversion` records are the documents (our own
-  small reader: header lines up to a blank line, then Content-Length bytes).
+  small reader: header lines up to a blank line, then Content-Length bytes);
+- `paragraphs` (never detected: ask for it) documents separated by blank
+  lines, e.g. a dictd dictionary (`*.dict.dz`, gzip-readable) such as
+  Debian's dict-gcide, one document per entry; the line of a document is
+  its first line.
 Any input may be gzip-compressed; that is detected from its first bytes.
 
 Every document is normalised, then truncated: each run of whitespace
@@ -42,7 +46,7 @@ from tierlab.engine.corpus import (DOC_BYTES, count_terms, make_manifest, manife
                                    read_terms, terms_path, write_manifest)
 from tierlab.core.errors import TierlabError
 
-FORMATS = ("text", "jsonl", "wet")
+FORMATS = ("text", "jsonl", "wet", "paragraphs")
 MIN_DOC_BYTES = 16
 
 
@@ -159,7 +163,34 @@ def _wet_docs(stream, path, text_field):
             yield at, _utf8_error(path, at, body[line_start:], e.start - line_start)
 
 
-_READERS = {"text": _text_docs, "jsonl": _jsonl_docs, "wet": _wet_docs}
+def _paragraph_docs(stream, path, text_field):
+    start, lines = 0, []
+    for line, raw in enumerate(stream, 1):
+        if raw.strip():
+            if not lines:
+                start = line
+            lines.append((line, raw))
+            continue
+        if lines:
+            yield _joined(path, start, lines)
+            lines = []
+    if lines:
+        yield _joined(path, start, lines)
+
+
+def _joined(path, start: int, lines):
+    """(first line, the paragraph's text) or (the bad line, BadInput)."""
+    out = []
+    for line, raw in lines:
+        try:
+            out.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            return line, _utf8_error(path, line, raw, e.start)
+    return start, "".join(out)
+
+
+_READERS = {"text": _text_docs, "jsonl": _jsonl_docs, "wet": _wet_docs,
+            "paragraphs": _paragraph_docs}
 
 
 # --- one document -------------------------------------------------------------

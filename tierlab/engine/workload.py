@@ -355,6 +355,13 @@ def stats_path(workload: str | os.PathLike) -> Path:
     return Path(f"{os.fspath(workload)}.json")
 
 
+def json_header(out: Path, written: Path) -> dict:
+    """The first keys of every `<workload>.json`: format, versions, the query
+    file's name (out) and the digest of its bytes (written, the temporary)."""
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "tierlab_version": __version__,
+            "queries_file": out.name, "digest": _digest(written)}
+
+
 def generate(out: str | os.PathLike, *, corpus=None, terms=None, documents=None, cls: str = "H",
              qtype: str = "single", queries: int | None = None, rp: float = 0.25,
              repeat_queue: int = REPEAT_QUEUE, seed: int = 0, h: float = DEFAULT_H,
@@ -379,11 +386,7 @@ def generate(out: str | os.PathLike, *, corpus=None, terms=None, documents=None,
     with atomic_outputs(out, stats_path(out)) as (t_out, t_json):
         write_queries(t_out, qs)
         doc = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "tierlab_version": __version__,
-            "queries_file": out.name,
-            "digest": _digest(t_out),
+            **json_header(out, t_out),
             "generator": {
                 "class": cls, "type": qtype, "queries": n, "rp": rp, "repeat_queue": repeat_queue,
                 "seed": seed, "h": h, "l": l, "h_min_postings": thr.h_min,

@@ -4,6 +4,7 @@
 #ifndef TL_CODECS_H
 #define TL_CODECS_H
 
+#include "cpu.h"
 #include "tierlab.h"
 
 extern const tierlab_codec tierlab_codec_base;

@@ -5,7 +5,8 @@
  * gaps from prev, rebuilt inside the decode loop) and `vertical` (the packed
  * low bits of a 128- or 256-value block use the 8-lane layout that AVX2
  * unpacks eight values per instruction; other lengths always use the
- * horizontal layout of pfor-delta). Both layouts of n values at width b
+ * horizontal layout of pfor-delta; the 256 flavours also store values minus
+ * one). Both layouts of n values at width b
  * take exactly n*b/8 bytes, so the encoder's choice of block type does not
  * depend on the layout. */
 #ifndef TL_PFOR_H
@@ -45,8 +46,10 @@ static inline unsigned tl_pfor_bits(uint32_t v) {
     return v ? 32u - (unsigned)__builtin_clz(v) : 0u;
 }
 
-/* The scheme (pfor_delta.c). `vertical` asks for the vertical layout; it is
- * used only when tl_pfor_vertical_len(n). Contract of tierlab_codec. */
+/* The scheme (pfor_delta.c). `vertical` selects the 256 flavour: values are
+ * stored minus one (every freq; every gap but a block's first: pfor.md
+ * "Values") and the vertical layout is used when tl_pfor_vertical_len(n).
+ * Contract of tierlab_codec. */
 TL_PFOR_HIDDEN size_t tl_pfor_max_bytes(size_t n);
 TL_PFOR_HIDDEN int64_t tl_pfor_encode(const uint32_t *in, size_t n, uint32_t prev,
                                       uint8_t *out, int delta, int vertical);
@@ -103,7 +106,8 @@ TL_PFOR_HIDDEN void tl_hunpack_avx2(const uint8_t *in, size_t avail, size_t n, u
                                     unsigned shift, uint32_t *out);
 /* patch[0..n) = 0, n a multiple of 8. */
 TL_PFOR_HIDDEN void tl_zero_avx2(uint32_t *patch, size_t n);
-/* A constant block: out[i] = c, or with delta prev + (i+1)*c; n multiple of 8. */
+/* A constant block of the 256 flavours (stored c; values minus one, pfor.md):
+ * out[i] = c + 1, or with delta prev + c + i*(c+1); n multiple of 8. */
 TL_PFOR_HIDDEN void tl_const_avx2(uint32_t *out, size_t n, uint32_t prev, uint32_t c, int delta);
 
 #endif

@@ -150,7 +150,7 @@ static tl_choice tl_choose(const size_t *hist, size_t n, int constant, uint32_t 
 size_t tl_pfor_max_bytes(size_t n) { return 4 * n + 6; }
 
 static void tl_pack(const uint32_t *v, size_t n, unsigned b, int vertical, uint8_t *out) {
-    if (vertical && tierlab_cpu_has_avx2()) tl_vpack_avx2(v, n, b, out);
+    if (vertical && (tl_cpu_now() & TL_CPU_AVX2)) tl_vpack_avx2(v, n, b, out);
     else if (vertical) tl_vpack(v, n, b, out);
     else tl_hpack(v, n, b, out);
 }
@@ -159,11 +159,14 @@ int64_t tl_pfor_encode(const uint32_t *in, size_t n, uint32_t prev, uint8_t *out
                        int vertical) {
     if (n > TIERLAB_MAX_BLOCK || (n && (!in || !out))) return TIERLAB_EINVAL;
     if (n == 0) return 0;
+    /* The 256 flavours store values minus one (pfor.md "Values"): gaps after
+     * the first of a block, and every freq. */
+    const uint32_t bias = vertical ? 1u : 0u;
     vertical = vertical && tl_pfor_vertical_len(n);
     uint32_t v[TIERLAB_MAX_BLOCK];
-    const uint32_t first = delta ? in[0] - prev : in[0];
+    const uint32_t first = delta ? in[0] - prev : in[0] - bias;
     v[0] = first;
-    for (size_t i = 1; i < n; i++) v[i] = delta ? in[i] - in[i - 1] : in[i];
+    for (size_t i = 1; i < n; i++) v[i] = (delta ? in[i] - in[i - 1] : in[i]) - bias;
     /* Histogram of bit widths in four interleaved copies: equal widths in a
      * row would otherwise chain every increment through memory. */
     uint32_t hist4[4][33] = {{0}};
@@ -265,9 +268,16 @@ static void tl_unpack_low(const uint8_t *in, size_t avail, size_t n, unsigned b,
     else tl_hunpack(in, avail, n, b, out, 0, 0);
 }
 
-/* Scalar path: turn the patched gaps into values. */
-static void tl_prefix_sum(uint32_t *out, size_t n, uint32_t prev) {
-    for (size_t i = 0; i < n; i++) out[i] = prev += out[i];
+/* Scalar path: turn the patched stored values into values: with delta the
+ * running sum from prev, with bias (the 256 flavours) one added to every
+ * stored value but a delta block's first gap (pfor.md "Values"). */
+static void tl_finish(uint32_t *out, size_t n, uint32_t prev, int delta, uint32_t bias) {
+    if (delta) {
+        out[0] = prev += out[0];
+        for (size_t i = 1; i < n; i++) out[i] = prev += out[i] + bias;
+    } else if (bias) {
+        for (size_t i = 0; i < n; i++) out[i] += bias;
+    }
 }
 
 int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev,
@@ -275,17 +285,21 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
     if (n > TIERLAB_MAX_BLOCK || (n && !out) || (in_len && !in)) return TIERLAB_EINVAL;
     if (n == 0) return 0;
     if (in_len < 1) return TIERLAB_ECORRUPT;
+    const uint32_t bias = vertical ? 1u : 0u; /* the 256 flavours; AVX2 kernels always add it */
     vertical = vertical && tl_pfor_vertical_len(n);
-    const int simd = vertical && tierlab_cpu_has_avx2();
+    const int simd = vertical && (tl_cpu_now() & TL_CPU_AVX2);
     const unsigned type = in[0] >> 6, b = in[0] & 63;
     size_t p = 1;
     if (b > 32) return TIERLAB_ECORRUPT;
     if (type == TL_PFOR_CONST) {
         uint32_t c;
         if (b != 0 || tl_vbyte_get(in, in_len, &p, &c)) return TIERLAB_ECORRUPT;
-        if (simd) tl_const_avx2(out, n, prev, c, delta);
-        else
-            for (size_t i = 0; i < n; i++) out[i] = delta ? (prev += c) : c;
+        if (simd) {
+            tl_const_avx2(out, n, prev, c, delta);
+        } else {
+            for (size_t i = 0; i < n; i++) out[i] = c;
+            tl_finish(out, n, prev, delta, bias);
+        }
         return (int64_t)p;
     }
     const size_t packed = tl_hbytes(n, b); /* n*b/8 in the vertical layout too */
@@ -293,9 +307,9 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
         if (in_len - p < packed) return TIERLAB_ECORRUPT;
         if (simd) {
             tl_vdecode_avx2(in + p, n, b, delta, prev, NULL, out);
-        } else if (vertical) {
-            tl_vunpack_scalar(in + p, n, b, out);
-            if (delta) tl_prefix_sum(out, n, prev);
+        } else if (vertical || bias) {
+            tl_unpack_low(in + p, in_len - p, n, b, vertical, out);
+            tl_finish(out, n, prev, delta, bias);
         } else {
             tl_hunpack(in + p, in_len - p, n, b, out, delta, prev);
         }
@@ -372,13 +386,17 @@ int64_t tl_pfor_decode(const uint8_t *in, size_t in_len, size_t n, uint32_t prev
             tl_vdecode_avx2(low, n, b, delta, prev, &x, out);
             return (int64_t)p;
         }
-        if (simd) tl_vdecode_avx2(low, n, b, 0, 0, NULL, out); /* delta is 0 here */
-        else tl_unpack_low(low, packed, n, b, vertical, out);
+        if (simd) { /* delta is 0 here; the kernel has added the bias: add, not OR */
+            tl_vdecode_avx2(low, n, b, 0, 0, NULL, out);
+            for (size_t e = 0; e < nexc; e++) out[pos[e]] += high[e] << b;
+            return (int64_t)p;
+        }
+        tl_unpack_low(low, packed, n, b, vertical, out);
         for (size_t e = 0; e < nexc; e++) out[pos[e]] |= high[e] << b;
     } else {
         return TIERLAB_ECORRUPT; /* not reached: four types in two bits */
     }
-    if (delta) tl_prefix_sum(out, n, prev);
+    tl_finish(out, n, prev, delta, bias);
     return (int64_t)p;
 }
 

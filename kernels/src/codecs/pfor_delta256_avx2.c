@@ -139,7 +139,11 @@ TL_PFOR_INLINE TL_AVX2 __m256i tl_expand(const uint8_t *map, const uint8_t *off,
     return _mm256_and_si256(h, TL_LOAD(tl_keep[m]));
 }
 
-/* All loads of `in` stay inside the n*b/8 bytes of the section. */
+/* All loads of `in` stay inside the n*b/8 bytes of the section. The stored
+ * values are the values minus one (pfor.md "Values": every freq, every gap
+ * but a block's first), so one is added back before the scan (step 0 skips
+ * lane 0 with delta); exceptions are added below it, where their bits are
+ * clear, so OR and add agree. */
 TL_PFOR_INLINE TL_AVX2 void tl_vdec(const uint8_t *in, uint32_t *out, const unsigned n,
                                     const unsigned b, const int delta, const int exc,
                                     uint32_t prev, const tl_pfor_exc *x) {
@@ -161,17 +165,20 @@ TL_PFOR_INLINE TL_AVX2 void tl_vdec(const uint8_t *in, uint32_t *out, const unsi
         }
         if (exc == TL_X_PATCH) v = _mm256_or_si256(v, TL_LOAD(patch + 8 * k));
         if (exc == TL_X_EXPAND) v = _mm256_or_si256(v, tl_expand(map, off, high, k));
+        v = _mm256_add_epi32(v, delta && k == 0 ? _mm256_setr_epi32(0, 1, 1, 1, 1, 1, 1, 1)
+                                                : _mm256_set1_epi32(1));
         if (delta) v = tl_scan8(v, &carry);
         TL_STORE(out + 8 * k, v);
     }
 }
 
-/* The second pass without delta: OR the exceptions into out. */
+/* The second pass without delta: add the exceptions' high parts to out
+ * (low bits + 1 already; the sum is what OR-then-add gives). */
 static TL_AVX2 void tl_or_avx2(uint32_t *out, size_t n, int mode, const tl_pfor_exc *x) {
     for (unsigned k = 0; k < n / 8; k++) {
         const __m256i p = mode == TL_X_PATCH ? TL_LOAD(x->patch + 8 * k)
                                              : tl_expand(x->map, x->off, x->high, k);
-        TL_STORE(out + 8 * k, _mm256_or_si256(TL_LOAD(out + 8 * k), p));
+        TL_STORE(out + 8 * k, _mm256_add_epi32(TL_LOAD(out + 8 * k), p));
     }
 }
 
@@ -287,11 +294,12 @@ TL_AVX2 void tl_zero_avx2(uint32_t *patch, size_t n) {
 }
 
 TL_AVX2 void tl_const_avx2(uint32_t *out, size_t n, uint32_t prev, uint32_t c, int delta) {
-    __m256i v = _mm256_set1_epi32((int)c), step = _mm256_setzero_si256();
+    /* Stored c: values c + 1, or with delta prev + c + i * (c + 1). */
+    __m256i v = _mm256_set1_epi32((int)(c + 1)), step = _mm256_setzero_si256();
     if (delta) {
-        v = _mm256_add_epi32(_mm256_set1_epi32((int)prev),
-                             _mm256_mullo_epi32(_mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8), v));
-        step = _mm256_set1_epi32((int)(8 * c));
+        v = _mm256_add_epi32(_mm256_set1_epi32((int)(prev + c)),
+                             _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), v));
+        step = _mm256_set1_epi32((int)(8 * (c + 1)));
     }
     for (size_t k = 0; k < n; k += 8, v = _mm256_add_epi32(v, step)) TL_STORE(out + k, v);
 }

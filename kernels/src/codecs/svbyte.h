@@ -11,18 +11,19 @@
  * tierlab_codec_freq(&tierlab_codec_svbyte_delta), not the registry. */
 extern const tierlab_codec tl_svbyte_plain;
 
-/* Sum of the 2-bit codes of the control bytes ctrl[0..16*nvec), with SSSE3
- * (only when tierlab_cpu_has_ssse3(); 0 on builds without x86 SIMD). */
-size_t tl_svbyte_code_sum_ssse3(const uint8_t *ctrl, size_t nvec);
+/* Internal functions are hidden: the call from svbyte_delta.c skips the PLT. */
+#define TL_SVB_HIDDEN __attribute__((visibility("hidden")))
 
 /* SIMD decode of the whole quads (4 integers, one control byte each) of a
- * block: quads 0..nquads of the control bytes at ctrl (the block's start),
- * data from *data, into out[0..4*nquads). With delta = 1, values are the
- * running sums of the gaps from prev. Advances *data past the quads. Reads
- * only [ctrl, limit). The caller has checked that the data of the nquads
- * quads lies in [*data, limit), and that tierlab_cpu_has_ssse3() holds; on
- * builds without x86 SIMD it does nothing (and is never called). */
-void tl_svbyte_decode_quads_ssse3(const uint8_t *ctrl, size_t nquads, const uint8_t **data,
-                                  const uint8_t *limit, uint32_t *out, uint32_t prev, int delta);
+ * block in one pass: quads 0..nquads of the control bytes at ctrl (the
+ * block's start), data from `data`, into out[0..4*nquads). With delta = 1,
+ * values are the running sums of the gaps from prev. Reads only [ctrl,
+ * limit), checking as it goes: returns the pointer past the quads' data, or
+ * NULL when that data runs past limit (out then holds garbage). Needs
+ * tierlab_cpu_has_ssse3() (AVX2 is used when present); on builds without x86
+ * SIMD it does nothing (and is never called). */
+TL_SVB_HIDDEN const uint8_t *tl_svbyte_decode_quads(const uint8_t *ctrl, size_t nquads,
+                                                    const uint8_t *data, const uint8_t *limit,
+                                                    uint32_t *out, uint32_t prev, int delta);
 
 #endif

@@ -28,15 +28,10 @@ static inline size_t tl_svbyte_code_sum(uint64_t w) {
 }
 
 /* Data bytes of the n integers described by ctrl[0..(n+3)/4): n plus the sum
- * of the codes (whole 16-byte runs of control bytes with SIMD when `simd`).
- * -1 when the unused code pairs of a partial last control byte are not 0
- * (encoders write 0 there; anything else is not a block of n). */
-static inline int64_t tl_svbyte_data_len(const uint8_t *ctrl, size_t n, int simd) {
+ * of the codes. -1 when the unused code pairs of a partial last control byte
+ * are not 0 (encoders write 0 there; anything else is not a block of n). */
+static inline int64_t tl_svbyte_data_len(const uint8_t *ctrl, size_t n) {
     size_t full = n / 4, sum = n, i = 0;
-    if (simd) {
-        i = full / 16 * 16;
-        sum += tl_svbyte_code_sum_ssse3(ctrl, full / 16);
-    }
     for (; full - i >= 8; i += 8) {
         uint64_t w;
         memcpy(&w, ctrl + i, 8);
@@ -80,22 +75,35 @@ static inline int64_t tl_svbyte_decode_core(const uint8_t *in, size_t in_len, si
     if (n == 0) return 0;
     size_t nctrl = (n + 3) / 4;
     if (in_len < nctrl) return TIERLAB_ECORRUPT;
-    int simd = n >= 4 && tierlab_cpu_has_ssse3();
-    /* The exact block length first: after this check every integer's bytes
-     * lie inside in[0..in_len), whatever the control bytes say. */
-    int64_t dlen = tl_svbyte_data_len(in, n, simd);
-    if (dlen < 0 || (size_t)dlen > in_len - nctrl) return TIERLAB_ECORRUPT;
     const uint8_t *d = in + nctrl, *end = in + in_len;
     size_t i = 0;
-    if (simd) {
-        tl_svbyte_decode_quads_ssse3(in, n / 4, &d, end, out, prev, delta);
+    if (n >= 4 && (tl_cpu_now() & TL_CPU_SSSE3)) {
+        /* One pass, bounds checked as it goes; then the partial quad. */
+        if (n % 4 && (in[n / 4] >> (2 * (n % 4)))) return TIERLAB_ECORRUPT;
+        d = tl_svbyte_decode_quads(in, n / 4, d, end, out, prev, delta);
+        if (!d) return TIERLAB_ECORRUPT;
         i = n / 4 * 4;
+        uint32_t acc = i ? out[i - 1] : prev;
+        for (; i < n; i++) {
+            unsigned c = (in[i / 4] >> (2 * (i % 4))) & 3;
+            if ((size_t)(end - d) <= c) return TIERLAB_ECORRUPT;
+            uint32_t v = 0;
+            for (unsigned k = 0; k <= c; k++) v |= (uint32_t)d[k] << (8 * k);
+            d += c + 1;
+            acc = delta ? acc + v : v;
+            out[i] = acc;
+        }
+        return d - in;
     }
-    /* Scalar: a partial last quad after SIMD, or everything: whole words
-     * masked to each integer's length while 16 bytes are readable (a quad's
-     * most), then byte by byte. */
+    /* Scalar: the exact block length first: after this check every
+     * integer's bytes lie inside in[0..in_len), whatever the control bytes
+     * say. */
+    int64_t dlen = tl_svbyte_data_len(in, n);
+    if (dlen < 0 || (size_t)dlen > in_len - nctrl) return TIERLAB_ECORRUPT;
+    /* Whole words masked to each integer's length while 16 bytes are
+     * readable (a quad's most), then byte by byte. */
     static const uint32_t keep[4] = {0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF};
-    uint32_t acc = i ? out[i - 1] : prev;
+    uint32_t acc = prev;
     for (; n - i >= 4 && end - d >= 16; i += 4) {
         unsigned key = in[i / 4];
         for (unsigned k = 0; k < 4; k++) {

@@ -20,8 +20,13 @@ timing: a decoder that gets a value wrong gets no speed (its records carry
 
 How it is timed
 ---------------
-Our codecs, Debian's libstreamvbyte and memcpy run in the C loops of
-kernels/src/bench.c: no Python between blocks. Timing goes in rounds (one
+Our codecs, upstream StreamVByte and memcpy run in the C loops of
+kernels/src/bench.c: no Python between blocks. Upstream StreamVByte is the C
+library of lemire/streamvbyte as crates.io's streamvbyte-sys 0.1.0 vendors
+it, built by `make peers` with -O3 -march=native (SIMD decode, delta
+included): the peer of `svbyte-delta`. Debian's libstreamvbyte is built
+without SIMD; it stays the format oracle of tests/kernels/
+test_streamvbyte_compat.py and is not timed here. Timing goes in rounds (one
 untimed warm-up round, then `reps`): a round gives every contestant, in turn
 (order reversed every other round), an untimed pass and then a timed pass per
 regime. So each is timed with its own data in cache, and all of them see the
@@ -42,16 +47,17 @@ JSON layout
 peers{name: version}, date}, config{n, avg_gap, seed, reps, block, datasets,
 peers}, notes[], errors[{codec, dataset, list, error}], records[...],
 targets[{name, ours, peer, metric, required, dataset, regime, list,
-ours_value, peer_value, ratio, met, evaluated, ours_vs_memcpy, peer_vs_memcpy,
-whole_list_ours_value, whole_list_peer_value, note}],
+ours_value, peer_value, ratio, ratio_rounds_q25, ratio_rounds_q75, met,
+evaluated, ours_vs_memcpy, peer_vs_memcpy, whole_list_ours_value,
+whole_list_peer_value, note}], turbopfor_targets[{name, ours, metric, list,
+issue_value, anchored, anchor_peer, anchor_issue_ns, anchor_this_run_ns,
+anchored_value, ours_value, met, evaluated, note}], run_to_run{...},
 vs_memcpy[{codec, dataset, regime, list, decode_ns_per_int, memcpy_ns_per_int,
 vs_memcpy}]}; one record per (codec, dataset, list, regime), see `_record`.
 """
 from __future__ import annotations
 
-import ctypes.util
 import gc
-import glob
 import json
 import platform
 import subprocess
@@ -118,6 +124,33 @@ TARGETS = (
     },
 )
 TARGET_SETTING = {"dataset": "clustered", "regime": "per-block", "list": "dids"}
+UPSTREAM_SVB = "streamvbyte-upstream"  # the label of upstream StreamVByte's records
+# Issue 24: svbyte-delta no slower than upstream's SIMD StreamVByte.
+TARGETS += (
+    {
+        "name": "svbyte-delta decodes DIDs at least as fast as upstream SIMD StreamVByte "
+                "(streamvbyte_delta_decode)",
+        "ours": "svbyte-delta", "peer": UPSTREAM_SVB,
+        "metric": "decode_ns_per_int", "required": 1.0,
+    },
+)
+# Issue 24's TurboPFor numbers (TurboPFor is on no registry reachable here): measured
+# there on 2^20 clustered DIDs (average gap 32), per block, in one run with upstream
+# StreamVByte's SIMD delta decode at ISSUE_UPSTREAM_NS ns/int. A time target is
+# anchored: scaled by upstream StreamVByte's time in this run over ISSUE_UPSTREAM_NS
+# (the same library on both machines); a size is not.
+ISSUE_UPSTREAM_NS = 0.154
+TURBOPFOR_TARGETS = (
+    {"name": "pfor-delta256 DIDs at most TurboPFor p4nd1 256v32's bits/int",
+     "ours": "pfor-delta256", "metric": "bits_per_int", "list": "dids",
+     "issue_value": 2.60, "anchored": False},
+    {"name": "pfor-delta256 decodes DIDs no slower than TurboPFor p4nd1 256v32",
+     "ours": "pfor-delta256", "metric": "decode_ns_per_int", "list": "dids",
+     "issue_value": 0.45, "anchored": True},
+    {"name": "pfor-delta256 decodes freqs no slower than TurboPFor p4 256v32",
+     "ours": "pfor-delta256", "metric": "decode_ns_per_int", "list": "freqs",
+     "issue_value": 0.29, "anchored": True},
+)
 
 
 @dataclass(frozen=True)
@@ -192,6 +225,7 @@ class _Timing:
     overhead: float = 0.0
     overhead_method: str | None = None
     encode_method: str | None = None
+    rounds: list | None = None  # per-round decode ns/int, in round order (C-timed only)
 
 
 # --------------------------------------------------------------------------
@@ -345,7 +379,8 @@ class _Memcpy:
         out = {}
         for regime in REGIMES:
             st = _stats(run.memcpy[regime], run.blocks.n)
-            out[regime] = _Timing(decode=st, encode=st[0], encoded_bytes=4 * run.blocks.n)
+            out[regime] = _Timing(decode=st, encode=st[0], encoded_bytes=4 * run.blocks.n,
+                                  rounds=[t / run.blocks.n for t in run.memcpy[regime]])
         return out
 
 
@@ -401,7 +436,8 @@ class _Ours:
     def timings(self, run: _Run) -> dict[str, _Timing]:
         n = run.blocks.n
         encode = _stats(self.encs, n)[0]
-        return {r: _Timing(decode=_stats(self.dec[r], n), encode=encode, encoded_bytes=self.total)
+        return {r: _Timing(decode=_stats(self.dec[r], n), encode=encode, encoded_bytes=self.total,
+                           rounds=[t / n for t in self.dec[r]])
                 for r in REGIMES}
 
 
@@ -605,38 +641,40 @@ void *memcpy(void *dest, const void *src, size_t n);
 """
 
 
-def _find_libstreamvbyte() -> str | None:
-    name = ctypes.util.find_library("streamvbyte")
-    if name:
-        return name
-    hits = sorted(glob.glob("/usr/lib/*/libstreamvbyte.so*")
-                  + glob.glob("/usr/lib/libstreamvbyte.so*"))
-    return hits[0] if hits else None
+def find_upstream_streamvbyte() -> Path | None:
+    """`make peers`'s build of upstream StreamVByte ($TIERLAB_STREAMVBYTE_UPSTREAM,
+    else build/peers/libstreamvbyte_upstream.so of the source tree), or None."""
+    env = os.environ.get("TIERLAB_STREAMVBYTE_UPSTREAM")
+    p = Path(env) if env else (Path(__file__).resolve().parents[3] / "build" / "peers"
+                               / "libstreamvbyte_upstream.so")
+    return p if p.is_file() else None
 
 
 class _SvbLib:
-    """Debian's libstreamvbyte and libc, dlopen'd once through cffi."""
+    """A StreamVByte C library and libc, dlopen'd once through cffi."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, label: str, impl: str, library: str):
         import cffi
 
         self.ffi = cffi.FFI()
         self.ffi.cdef(_SVB_CDEF)
         self.lib = self.ffi.dlopen(path)
         self.libc = self.ffi.dlopen(None)
-        self.path = path
+        self.path, self.label, self.impl, self.library = path, label, impl, library
 
 
 class _LibStreamVByte:
-    """Debian's libstreamvbyte. Decode is timed by the C foreign-decoder loop
-    with the library's function pointer (no Python between blocks). Per-block:
-    one stream per 256-block (delta from the previous block's last DID);
-    whole-list: one stream for the list. Debian builds it without SIMD."""
+    """A StreamVByte C library (upstream's SIMD build). Decode is timed by
+    the C foreign-decoder loop with the library's function pointer (no Python
+    between blocks), as tierlab's codecs are. Per-block: one stream per
+    256-block (delta from the previous block's last DID); whole-list: one
+    stream for the list."""
 
-    peer, library, impl, label = True, "libstreamvbyte", "scalar", "libstreamvbyte"
+    peer = True
 
     def __init__(self, svb: _SvbLib, lst: str):
         self.svb, self.is_dids = svb, lst == "dids"
+        self.label, self.impl, self.library = svb.label, svb.impl, svb.library
 
     def _fn(self, nat: _Native, name: str, typ: str):
         addr = int(self.svb.ffi.cast("uintptr_t", getattr(self.svb.lib, name)))
@@ -703,7 +741,8 @@ class _LibStreamVByte:
             encode = _corrected(er, ef, run.memcpy["whole-list"], n, 0.0)[0][0]
             out[regime] = _Timing(decode=_stats(dec, n), encode=encode,
                                   encoded_bytes=self.bytes[regime],
-                                  encode_method=SVB_ENCODE_OVERHEAD_METHOD)
+                                  encode_method=SVB_ENCODE_OVERHEAD_METHOD,
+                                  rounds=[t / n for t in dec])
         return out
 
 
@@ -733,27 +772,23 @@ def _peer_factories(cfg: Config) -> tuple[list, dict, list[str]]:
                 factories.append(lambda lst, name=name: _PyFastPFor(pyfastpfor, name, lst))
             else:
                 notes.append(f"pyfastpfor has no codec '{name}'; skipped")
-    path = _find_libstreamvbyte()
+    path = find_upstream_streamvbyte()
     if path is None:
-        notes.append("libstreamvbyte not found; skipped (apt-get install libstreamvbyte-dev)")
+        notes.append("upstream StreamVByte is not built; its peer and the targets anchored to "
+                     "it are skipped (run `make peers`: crates.io streamvbyte-sys 0.1.0)")
     else:
         try:
-            svb = _SvbLib(path)
-        except Exception as e:  # a broken install is a note, not a failed benchmark
-            notes.append(f"libstreamvbyte at {path} cannot be loaded ({e}); skipped")
+            svb = _SvbLib(str(path), UPSTREAM_SVB, "simd", "streamvbyte (upstream C, "
+                          "crates.io streamvbyte-sys 0.1.0, -O3 -march=native)")
+        except Exception as e:  # a broken build is a note, not a failed benchmark
+            notes.append(f"upstream StreamVByte at {path} cannot be loaded ({e}); skipped")
         else:
             factories.append(lambda lst: _LibStreamVByte(svb, lst))
-            versions["libstreamvbyte"] = _debian_version("libstreamvbyte0") or path
+            versions[UPSTREAM_SVB] = f"streamvbyte-sys 0.1.0 (crates.io), {path}"
+    notes.append("TurboPFor is on no registry reachable here: its targets are issue 24's "
+                 "numbers, time targets scaled by upstream StreamVByte's time in this run "
+                 "(turbopfor_targets, anchored_value)")
     return factories, versions, notes
-
-
-def _debian_version(pkg: str) -> str | None:
-    try:
-        r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg],
-                           capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{r.stdout.strip()} (Debian {pkg})" if r.returncode == 0 and r.stdout.strip() else None
 
 
 # --------------------------------------------------------------------------
@@ -781,7 +816,7 @@ def _record(c, dataset: str, lst: str, regime: str, n: int, t: _Timing | None,
         "decode_ns_per_int_raw": None, "decode_clamped_to_memcpy": None,
         "python_overhead_ns_per_int": None, "overhead_method": None,
         "encode_ns_per_int": None, "encode_method": None,
-        "vs_memcpy": None, "error": error,
+        "vs_memcpy": None, "decode_rounds_ns_per_int": None, "error": error,
     }
     if t is not None:
         med, mn, iqr = t.decode
@@ -793,6 +828,7 @@ def _record(c, dataset: str, lst: str, regime: str, n: int, t: _Timing | None,
             "python_overhead_ns_per_int": t.overhead, "overhead_method": t.overhead_method,
             "encode_ns_per_int": t.encode, "encode_method": t.encode_method,
             "vs_memcpy": med / floor if floor else None,
+            "decode_rounds_ns_per_int": t.rounds,
         })
     return rec
 
@@ -888,16 +924,75 @@ def _find(records, codec, dataset, regime, lst):
     return None
 
 
+def _round_ratios(ours: dict, peer: dict) -> tuple[float | None, float | None]:
+    """Quartiles of peer / ours per round (the rounds interleave the two, so a
+    round's pair saw the same machine): the run-to-run spread of the ratio."""
+    a, b = ours.get("decode_rounds_ns_per_int"), peer.get("decode_rounds_ns_per_int")
+    if not a or not b or len(a) != len(b):
+        return None, None
+    r = np.asarray(b, dtype=np.float64) / np.asarray(a, dtype=np.float64)
+    q1, q3 = np.percentile(r, [25, 75])
+    return float(q1), float(q3)
+
+
+def turbopfor_targets(records: list[dict]) -> list[dict]:
+    """TURBOPFOR_TARGETS evaluated in TARGET_SETTING (freqs: the same regime and
+    dataset): a time target anchored to upstream StreamVByte in this run."""
+    s = TARGET_SETTING
+    up = _find(records, UPSTREAM_SVB, s["dataset"], s["regime"], "dids")
+    up_ns = up["decode_ns_per_int"] if up else None
+    out = []
+    for t in TURBOPFOR_TARGETS:
+        ours = _find(records, t["ours"], s["dataset"], s["regime"], t["list"])
+        e = dict(t, dataset=s["dataset"], regime=s["regime"], anchor_peer=UPSTREAM_SVB,
+                 anchor_issue_ns=ISSUE_UPSTREAM_NS if t["anchored"] else None,
+                 anchor_this_run_ns=up_ns if t["anchored"] else None, anchored_value=None,
+                 ours_value=None, met=False, evaluated=False, note=None)
+        if t["anchored"]:
+            if up_ns is None:
+                e["note"] = f"not evaluated: {UPSTREAM_SVB} was not measured (`make peers`)"
+            else:
+                e["anchored_value"] = t["issue_value"] * up_ns / ISSUE_UPSTREAM_NS
+                e["note"] = (f"issue's {t['issue_value']} ns/int x (upstream StreamVByte here "
+                             f"{up_ns:.3f} / there {ISSUE_UPSTREAM_NS})")
+        else:
+            e["anchored_value"] = t["issue_value"]
+        if ours is not None and ours[t["metric"]] is not None and e["anchored_value"] is not None:
+            e.update(ours_value=ours[t["metric"]], evaluated=True,
+                     met=bool(ours[t["metric"]] <= e["anchored_value"]))
+        out.append(e)
+    return out
+
+
+def run_to_run(records: list[dict]) -> dict:
+    """This run's noise floor, measured once: for every C-timed contestant in
+    TARGET_SETTING, the IQR of its per-round times over their median; and the
+    quartiles of upstream StreamVByte's rounds over its own median (a ratio of
+    a codec to itself, what a target ratio of 1.0 cannot be told from)."""
+    s = TARGET_SETTING
+    rel = {}
+    for r in records:
+        if (r["dataset"], r["regime"], r["list"]) == (s["dataset"], s["regime"], s["list"]) \
+                and r.get("decode_rounds_ns_per_int"):
+            x = np.asarray(r["decode_rounds_ns_per_int"], dtype=np.float64)
+            q1, q3 = np.percentile(x, [25, 75])
+            rel[r["codec"]] = float((q3 - q1) / np.median(x))
+    return {"setting": dict(s), "relative_iqr_per_round": rel,
+            "median_relative_iqr": float(np.median(list(rel.values()))) if rel else None}
+
+
 def evaluate_targets(records: list[dict], our_codecs: list[str]) -> dict:
-    """{"targets": the issue's targets, "vs_memcpy": each of our codecs' decode
-    time over memcpy's}, all in TARGET_SETTING (clustered DIDs, per-block)."""
+    """{"targets": the issue's targets, "turbopfor_targets", "run_to_run",
+    "vs_memcpy": each of our codecs' decode time over memcpy's}, all in
+    TARGET_SETTING (clustered DIDs, per-block)."""
     s = TARGET_SETTING
     out = []
     for t in TARGETS:
         ours = _find(records, t["ours"], s["dataset"], s["regime"], s["list"])
         peer = _find(records, t["peer"], s["dataset"], s["regime"], s["list"])
-        entry = dict(t, **s, ours_value=None, peer_value=None, ratio=None, met=False,
-                     evaluated=False, ours_vs_memcpy=None, peer_vs_memcpy=None, note=None)
+        entry = dict(t, **s, ours_value=None, peer_value=None, ratio=None, ratio_rounds_q25=None,
+                     ratio_rounds_q75=None, met=False, evaluated=False, ours_vs_memcpy=None,
+                     peer_vs_memcpy=None, note=None)
         missing = [name for name, r in ((t["ours"], ours), (t["peer"], peer))
                    if r is None or r[t["metric"]] is None]
         if missing:
@@ -908,6 +1003,8 @@ def evaluate_targets(records: list[dict], our_codecs: list[str]) -> dict:
                          evaluated=True, ours_vs_memcpy=ours["vs_memcpy"],
                          peer_vs_memcpy=peer["vs_memcpy"])
             entry["met"] = bool(entry["ratio"] is not None and entry["ratio"] >= t["required"])
+            if t["metric"] == "decode_ns_per_int":
+                entry["ratio_rounds_q25"], entry["ratio_rounds_q75"] = _round_ratios(ours, peer)
         # Context, not part of the target: the same pair with the output in RAM.
         wo = _find(records, t["ours"], s["dataset"], "whole-list", s["list"])
         wp = _find(records, t["peer"], s["dataset"], "whole-list", s["list"])
@@ -924,7 +1021,8 @@ def evaluate_targets(records: list[dict], our_codecs: list[str]) -> dict:
             "memcpy_ns_per_int": memcpy["decode_ns_per_int"] if memcpy else None,
             "vs_memcpy": r["vs_memcpy"] if r else None,
         })
-    return {"targets": out, "vs_memcpy": ratios}
+    return {"targets": out, "turbopfor_targets": turbopfor_targets(records),
+            "run_to_run": run_to_run(records), "vs_memcpy": ratios}
 
 
 # --------------------------------------------------------------------------
@@ -979,7 +1077,22 @@ def format_table(doc: dict) -> str:
         detail = (f"ratio {t['ratio']:.2f} (required {t['required']:g}); "
                   f"{t['metric']}: ours {t['ours_value']:.3f}, peer {t['peer_value']:.3f}"
                   if t["evaluated"] else t["note"])
+        if t.get("ratio_rounds_q25") is not None:
+            detail += f"; per-round ratio IQR {t['ratio_rounds_q25']:.2f}..{t['ratio_rounds_q75']:.2f}"
         lines.append(f"  {status:<8}{t['name']}\n          {detail}")
+    if doc.get("turbopfor_targets"):
+        lines.append("\nTURBOPFOR TARGETS (issue 24's numbers; times anchored to upstream "
+                     "StreamVByte in this run; TurboPFor itself is on no registry)")
+        for t in doc["turbopfor_targets"]:
+            status = ("MET" if t["met"] else "MISSED") if t["evaluated"] else "NOT RUN"
+            detail = (f"{t['list']} {t['metric']}: ours {t['ours_value']:.3f}, target <= "
+                      f"{t['anchored_value']:.3f}" if t["evaluated"] else "")
+            lines.append(f"  {status:<8}{t['name']}\n          {detail}"
+                         + (f" ({t['note']})" if t["note"] else ""))
+    rr = doc.get("run_to_run") or {}
+    if rr.get("median_relative_iqr") is not None:
+        lines.append(f"  run-to-run floor: per-round IQR / median, median over contestants "
+                     f"{100 * rr['median_relative_iqr']:.1f} %")
     vs = [f"{r['codec']} {r['vs_memcpy']:.2f}x" for r in doc["vs_memcpy"]
           if r["vs_memcpy"] is not None]
     if vs:

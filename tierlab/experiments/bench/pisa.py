@@ -39,6 +39,18 @@ What is run
    neither lexicon: tierlab's lookup and setup; PISA's Python tuple and dict
    parsing, lexicon lookup, top-k setup).
 
+On any index and query files
+----------------------------
+`--index IDX` replaces steps 1-2 with an existing index (its codec and block
+size; no `base` split, there is no corpus to rebuild it from) and
+`--workload F` (repeatable) replaces the generated workloads: each file's
+SINGLE and AND queries are rows of their own, `class` = the file's name. Every
+--single-algorithm / --and-algorithm given is timed (the first is the
+reference `pisa:ENC`, a further one `pisa:ENC:ALG`, e.g. block_max_wand or
+block_max_ranked_and, PISA's pruned engines). Every row gets `best_pisa`: the
+fastest PISA engine of the row, tierlab's ratio to it and --target (default
+0.9, issue 24: at most 0.9x PISA's best on every row).
+
 What each timing includes
 -------------------------
 tierlab: the wall time of the C loop of tierlab_query_batch (per query:
@@ -75,7 +87,8 @@ reps_ms, ns_per_posting, topk_share_vs_k<min k>}}, ratio{pisa engine: {raw,
 net}}, split{postings_in_lists_per_query, shortest_list_postings_per_query,
 postings_scored_per_query, blocks_decoded_per_query,
 freq_blocks_decoded_per_query, results_per_query, fixed_ns_per_query,
-decode_share}}], targets[{type, class, k, vs, ratio_net, ratio_raw, target, met}], errors[...]}.
+decode_share}, best_pisa{engine, ms_per_query, ratio_raw, ratio_net, target,
+met}}], targets[{type, class, k, vs, ratio_net, ratio_raw, target, met}], errors[...]}.
 """
 from __future__ import annotations
 
@@ -84,7 +97,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +114,7 @@ BATCH = 4096  # queries per native call, both engines
 ABSENT = ("tierlab-absent-term-a", "tierlab-absent-term-b")  # '-' is never in a token
 TARGETS = (("and", "H"), ("single", "H"))  # issue 3: within 1.0x of PISA at k = 1024
 TARGET_RATIO = 1.0
+ROW_TARGET = 0.9  # issue 24: at most 0.9x PISA's fastest engine on every row
 
 
 @dataclass(frozen=True)
@@ -110,10 +124,21 @@ class Config(Inputs):
     ks: tuple = (1024, 10)
     reps: int = 9
     encodings: tuple = ("block_simdbp", "block_optpfor")
-    single_algorithm: str = "ranked_or"
-    and_algorithm: str = "ranked_and"
+    single_algorithms: tuple = ("ranked_or",)
+    and_algorithms: tuple = ("ranked_and",)
     split: bool = True
     calibration_queries: int = 2000
+    index: str | None = None        # an existing index instead of the generated corpus's
+    workload_files: tuple = ()      # query files instead of the generated workloads
+    row_target: float = ROW_TARGET
+
+    @property
+    def single_algorithm(self) -> str:
+        return self.single_algorithms[0]
+
+    @property
+    def and_algorithm(self) -> str:
+        return self.and_algorithms[0]
 
 
 def validate(cfg: Config) -> None:
@@ -124,17 +149,63 @@ def validate(cfg: Config) -> None:
         raise TierlabError(f"every --k must be at least 1, got {list(cfg.ks)}")
     if cfg.reps < 1:
         raise TierlabError(f"--reps must be at least 1, got {cfg.reps}")
-    native.codec(cfg.codec)  # a clear error naming the known codecs
+    if cfg.index is None:
+        native.codec(cfg.codec)  # a clear error naming the known codecs
+    if not cfg.row_target > 0:
+        raise TierlabError(f"--target must be positive, got {cfg.row_target}")
     if not cfg.encodings:
         raise TierlabError("give at least one --pisa-encoding")
     for e in cfg.encodings:
         if e not in pe.ENCODINGS:
             raise TierlabError(f"unknown PISA encoding '{e}'; known: {', '.join(pe.ENCODINGS)}")
-    for name, alg in (("--single-algorithm", cfg.single_algorithm),
-                      ("--and-algorithm", cfg.and_algorithm)):
-        if alg not in pe.ALGORITHMS:
-            raise TierlabError(f"{name}: unknown PISA algorithm '{alg}'; known: "
-                               f"{', '.join(pe.ALGORITHMS)}")
+    for name, algs in (("--single-algorithm", cfg.single_algorithms),
+                       ("--and-algorithm", cfg.and_algorithms)):
+        if not algs:
+            raise TierlabError(f"give at least one {name}")
+        for alg in algs:
+            if alg not in pe.ALGORITHMS:
+                raise TierlabError(f"{name}: unknown PISA algorithm '{alg}'; known: "
+                                   f"{', '.join(pe.ALGORITHMS)}")
+
+
+def pisa_engines(cfg: Config, qtype: str) -> dict[str, tuple[str, str]]:
+    """The PISA engines timed on a query type: name -> (encoding, algorithm).
+    The type's first algorithm is `pisa:ENC` (the ratios' reference, as
+    before), every further one `pisa:ENC:ALG`."""
+    algs = cfg.single_algorithms if qtype == "single" else cfg.and_algorithms
+    return {(f"pisa:{enc}" if i == 0 else f"pisa:{enc}:{alg}"): (enc, alg)
+            for enc in cfg.encodings for i, alg in enumerate(algs)}
+
+
+def file_workloads(cfg: Config) -> list[dict]:
+    """The --workload files as bench workloads: one per (file, query type)
+    present, `class` = the file's name, queries read as `query run` reads them."""
+    from tierlab.engine.workload import read_queries
+
+    out, names = [], set()
+    for f in cfg.workload_files:
+        label = Path(f).name
+        if label in names:
+            raise TierlabError(f"two --workload files named {label}: give distinct names")
+        names.add(label)
+        qs = read_queries(f)
+        for qtype in registry.query_types():
+            part = [q for q in qs if (len(q) == 1) == (qtype == "single")]
+            if part:
+                out.append({"type": qtype, "class": label, "queries": len(part), "path": Path(f),
+                            "list": part, "check": part[:cfg.check_queries]})
+    return out
+
+
+def _index_inputs(cfg: Config) -> tuple[Path, dict, dict]:
+    """(index path, its manifest, the `corpus` record) of --index."""
+    from tierlab.engine import index as index_mod
+
+    ixpath = Path(cfg.index)
+    m = index_mod.read_manifest(ixpath)
+    return ixpath, m, {"bytes": None, "documents": int(m["documents"]),
+                       "tokens": m.get("tokens"), "vocabulary_terms": int(m["terms"]),
+                       "postings": int(m["postings"]), "index": str(ixpath)}
 
 
 # --------------------------------------------------------------------------
@@ -342,24 +413,34 @@ def run(cfg: Config, out: Path) -> dict:
     combos = [(t, c) for t in registry.query_types() for c in CLASSES]
     # corpus, workloads, index, base, export, convert, encodings, agreement, warm, reps
     steps = 1 + len(combos) + 1 + int(cfg.split) + 2 + len(cfg.encodings) + 2 + cfg.reps
+    if cfg.index is not None:
+        steps -= 1 + len(combos) + 1 + int(cfg.split)
     bar = tqdm(total=steps, desc="bench pisa", unit="step", file=sys.stderr,
                disable=not cfg.progress, leave=False)
     errors: list[dict] = []
     algorithms = {"single": cfg.single_algorithm, "and": cfg.and_algorithm}
     affinity = None
     try:
-        cpath, cman, workloads = make_inputs(work, cfg, bar=bar)
-        bar.set_postfix_str(f"index {cfg.codec}")
-        ixpath = work / f"index-{cfg.codec}"
-        br = index_mod.build(cpath, ixpath, codec=cfg.codec, block_size=cfg.block_size)
-        m = br.manifest
+        if cfg.index is not None:
+            ixpath, m, corpus_rec = _index_inputs(cfg)
+            cfg = replace(cfg, codec=m["codec"], block_size=int(m["block_size"]), split=False)
+            workloads = []
+        else:
+            cpath, cman, workloads = make_inputs(work, cfg, bar=bar)
+            bar.set_postfix_str(f"index {cfg.codec}")
+            ixpath = work / f"index-{cfg.codec}"
+            m = index_mod.build(cpath, ixpath, codec=cfg.codec, block_size=cfg.block_size).manifest
+        if cfg.workload_files:
+            workloads = file_workloads(cfg)
         tl_info = {"codec": cfg.codec, "block_size": cfg.block_size,
                    "index_bytes": sum(int(v) for v in m["files"].values()),
                    "postings_bytes": int(m["did_block_bytes"]) + int(m["freq_block_bytes"]),
-                   "build_seconds": float(m["ingest_seconds"]) + float(m["transform_seconds"]),
+                   "build_seconds": float(m.get("ingest_seconds", 0)) + float(m.get("transform_seconds", 0)),
                    "postings": int(m["postings"]), "documents": int(m["documents"]),
                    "terms": int(m["terms"])}
-        bar.update()
+        if cfg.index is None:
+            corpus_rec = corpus_record(cman, tl_info["postings"])
+            bar.update()
         basepath = None
         if cfg.split and cfg.codec != "base":
             bar.set_postfix_str("index base")
@@ -394,7 +475,8 @@ def run(cfg: Config, out: Path) -> dict:
         enc_info[cfg.encodings[0]]["note"] = ("prepare_seconds of the first encoding includes "
                                               "building the block-max (wand) metadata")
 
-        queries = {(w["type"], w["class"]): workload_mod.read_queries(w["path"]) for w in workloads}
+        queries = {(w["type"], w["class"]): w["list"] if "list" in w
+                   else workload_mod.read_queries(w["path"]) for w in workloads}
         with index_mod.Index(ixpath) as ix:
             bar.set_postfix_str("agreement")
             agreement = _agreement(ix, named, workloads, cfg, algorithms, errors)
@@ -414,6 +496,8 @@ def run(cfg: Config, out: Path) -> dict:
         work = remove_work(cfg, work, "pisa")
 
     results, calibration = timing
+    for r in results:
+        r["best_pisa"] = _best_pisa(r, f"tierlab:{cfg.codec}", cfg.row_target)
     targets = []
     ref = f"pisa:{cfg.encodings[0]}"
     for qtype, cls in TARGETS:
@@ -433,6 +517,10 @@ def run(cfg: Config, out: Path) -> dict:
             "k": list(cfg.ks), "reps": cfg.reps, "batch_queries": BATCH,
             "pisa_encodings": list(cfg.encodings), "reference_encoding": cfg.encodings[0],
             "single_algorithm": cfg.single_algorithm, "and_algorithm": cfg.and_algorithm,
+            "single_algorithms": list(cfg.single_algorithms),
+            "and_algorithms": list(cfg.and_algorithms),
+            "index": cfg.index, "workload_files": [str(f) for f in cfg.workload_files],
+            "row_target": cfg.row_target,
             "bm25": {"k1": K1, "b": B, "tierlab_idf": "ln(1 + (N - df + 0.5) / (df + 0.5))",
                      "pisa_idf": "max(1e-6, ln((N - df + 0.5) / (df + 0.5))), float32"},
             "split": bool(basepath), "calibration_queries": cfg.calibration_queries,
@@ -441,7 +529,7 @@ def run(cfg: Config, out: Path) -> dict:
             "pisa_timing": ("wall ns of _pisathon.retrieve (threads=1, pretokenised, "
                             "one-character document names)"),
         },
-        "corpus": corpus_record(cman, tl_info["postings"]),
+        "corpus": corpus_rec,
         "tierlab_native": native_id,
         "pisa": {"version": version, "native_module": str(pe.find()[0]),
                  "encodings": enc_info, "conversion": conv, "wand_block": pe.WAND_BLOCK},
@@ -453,6 +541,17 @@ def run(cfg: Config, out: Path) -> dict:
         "targets": targets,
         "errors": errors,
     }
+
+
+def _best_pisa(r: dict, ours: str, target: float) -> dict:
+    """The row's fastest PISA engine (median ms/query) and tierlab's ratio to
+    it (median of the per-repetition ratios), against `target`."""
+    name = min((n for n in r["engines"] if n.startswith("pisa:")),
+               key=lambda n: r["engines"][n]["ms_per_query"])
+    ratio = r["ratio"][name]
+    return {"engine": name, "ms_per_query": r["engines"][name]["ms_per_query"],
+            "ratio_raw": ratio["raw"], "ratio_net": ratio["net"], "target": target,
+            "met": ratio["raw"] is not None and ratio["raw"] <= target}
 
 
 def _native_id() -> dict:
@@ -490,8 +589,8 @@ def _time_all(cfg: Config, ix, base_ix, timed: dict, queries: dict, algorithms: 
         e = {f"tierlab:{cfg.codec}": _Tierlab(ix, qs)}
         if base_ix is not None:
             e["tierlab:base"] = _Tierlab(base_ix, qs)
-        for enc, o in timed.items():
-            e[f"pisa:{enc}"] = _Pisa(o, algorithms[key[0]], qs)
+        for name, (enc, alg) in pisa_engines(cfg, key[0]).items():
+            e[name] = _Pisa(timed[enc], alg, qs)
         engines_for[key] = e
     # Fixed per-query cost: queries whose terms are in neither lexicon.
     cal_q = {"single": [ABSENT[:1]] * cfg.calibration_queries,
@@ -658,6 +757,16 @@ def format_table(doc: dict) -> str:
                          f"top-k {_fmt(None if topk is None else 100 * topk, '5.1f')} %  "
                          f"tierlab {_fmt(e['ns_per_posting'], '.2f')} ns/posting, "
                          f"{pisas[0]} {_fmt(pe_['ns_per_posting'], '.2f')}")
+    lines.append(f"\nbest PISA engine per row (target: tierlab / best <= {c.get('row_target')}):")
+    wc = max([len(r["class"]) for r in doc["results"]] + [5]) + 1
+    we = max([len(r["best_pisa"]["engine"]) for r in doc["results"] if r.get("best_pisa")]
+             + [10]) + 1
+    for r in doc["results"]:
+        b = r.get("best_pisa")
+        if b:
+            lines.append(f"  {r['type']:<7}{r['class']:<{wc}} k={r['k']:<5} {b['engine']:<{we}}"
+                         f"{_fmt(b['ms_per_query'], '.4f')} ms  ratio {_fmt(b['ratio_raw'], '.2f')}"
+                         + ("  met" if b["met"] else "  MISSED"))
     for t in doc["targets"]:
         lines.append(f"target {t['type'].upper()} {t['class']} k={t['k']}: tierlab / {t['vs']} = "
                      f"{_fmt(t['ratio_net'], '.2f')} (net), <= {t['target']:.1f}: "
