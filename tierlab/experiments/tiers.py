@@ -1,0 +1,251 @@
+"""What a memory tier costs this engine's queries (issue 20): `tierlab model
+tiers` and the chapter-6 comparison with the reference's Optane measurements.
+
+For an index and query workloads the engine runs each workload on this
+machine (index in DRAM, `reps` warm runs, each query's median latency: its
+CPU time here), builds each query's memory stream (tierlab.engine.memstream)
+and times it through the machine's caches on the placements asked
+(tierlab.engine.memcosts): a structure (dict, skip, did, freq) on a memory
+spec, the rest on the machine's DRAM. A query on a placement costs its CPU
+time plus its memory stall there minus its stall on the machine's own DRAM
+(the measured time already holds that). Each of `cores` cores runs queries
+back to back (closed loop, no queueing) and shares each tier's bandwidth
+with the others, so
+
+    QPS = cores x queries / sum(cpu_ns + stall_ns(placement) - stall_ns(DRAM)) x 1e9.
+
+The roofline rule (model/tier.py, the model's default `tier_rule`) is
+computed beside it for DID and freq placements, where it applies: a stream
+start per term at the tier's extra sequential latency plus what streaming
+the query's block bytes at one thread's bandwidth adds over the decoding.
+
+Chapter 6 (`chapter6`): the reference (Thai 2025, chapter 6, real Optane DC
+PM) measured the QPS drop from DRAM to PM with the skip list and dictionary
+in DRAM and the DID and freq blocks all in DRAM or all on PM, per codec, and
+the backend-bound ratio PM/DRAM; REFERENCE holds those numbers. The
+prediction here puts DID and freq on `optane-dcpmm-g1-x6` (six interleaved
+DIMMs) shared by the platform's 24 cores of a socket. The backend-bound
+analogue is (memory stall + the DRAM run's stall) PM / DRAM, counting only
+memory stalls (the PMU's backend-bound share also counts core stalls that do
+not change with the tier).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tierlab.core.errors import TierlabError
+from tierlab.engine import memcosts, memsim
+
+DEFAULT_TIERS = ("ddr4-2666", "cxl-type3", "numa-remote-ddr4", "optane-dcpmm-g1-x6",
+                 "rdma-remote")
+DEFAULT_MACHINE = "apcache-2x-xeon-gold-6252n"
+PM = "optane-dcpmm-g1-x6"
+# Thai 2025, chapter 6: QPS drop DRAM -> PM (%), DID and freq on PM.
+REFERENCE = {
+    ("and", "H"): {"base": 21.0, "pfor-delta": 2.0, "pfor-delta256": 2.0, "vbyte-delta": 4.0,
+                   "svbyte-delta": 2.2},
+    ("and", "M"): {"base": 26.0, "pfor-delta": 5.0, "pfor-delta256": 10.0, "vbyte-delta": 4.0},
+}
+# backend-bound ratio PM / DRAM
+REFERENCE_BACKEND = {("and", "H"): {"base": 1.76, "pfor-delta256": 1.11},
+                     ("single", "H"): {"base": 2.28, "pfor-delta256": 1.37}}
+TARGET_PP = 5.0
+
+
+def measured_cpu(index, workload, *, k: int = 1024, reps: int = 3):
+    """(stream, cpu_ns per query): the workload's stream and each query's
+    median latency over `reps` warm runs on this machine (index in DRAM)."""
+    from tierlab.engine.index import Index
+    from tierlab.engine.memstream import build
+    from tierlab.engine.workload import read_queries
+
+    queries = read_queries(workload)
+    if not queries:
+        raise TierlabError(f"{workload}: no queries")
+    with Index(index, "dram") as ix:
+        ext = ix.extents()
+        ix.run_batch(queries, k=k)  # warm
+        runs = [ix.run_batch(queries, k=k)[0] for _ in range(max(1, reps))]
+        info = dict(ix.info)
+        kept = ix.kept(k)
+    lat = np.median(np.vstack([r["latency_ns"].astype(np.float64) for r in runs]), axis=0)
+    codec = info["codec"].decode() if isinstance(info["codec"], bytes) else str(info["codec"])
+    stream = build(ext, queries, runs[-1], k=kept, block_postings=int(info["block_size"]),
+                   codec=codec)
+    return stream, lat
+
+
+def roofline_ns(stream, cpu_ns, spec, structures) -> np.ndarray | None:
+    """Per query: the roofline rule's extra time with `structures` on spec, or
+    None when the rule does not cover them (it times postings only)."""
+    from tierlab.core import specs
+    from tierlab.model.tier import Tier
+
+    if not set(structures) <= {"did", "freq"}:
+        return None
+    tier = Tier.from_spec(specs.load(spec, kind="memory"))
+    rec = stream.records
+    regs = [memsim.region_id(memcosts.STRUCTURES[s]) for s in structures]
+    m = np.isin(rec["region"], regs)
+    nbytes = np.bincount(rec["query"][m], weights=rec["size"][m].astype(np.float64),
+                         minlength=len(cpu_ns))[:len(cpu_ns)]
+    terms = np.where(stream.qtype == "and", 2.0, 1.0)
+    return np.array([tier.stall_ns(t * (b > 0), b, c)
+                     for t, b, c in zip(terms, nbytes, cpu_ns)])
+
+
+def predict(stream, cpu_ns, placements: dict, *, machine=DEFAULT_MACHINE, cores: int = 1) -> dict:
+    """{label: {qps, extra_ns_per_query, stall_ns_per_query}} with label 'base'
+    the machine's DRAM (see the module docstring)."""
+    res = memcosts.stalls(stream, cpu_ns, {"base": {}, **placements}, machine=machine,
+                          cores=cores)
+    base = res["base"].sum(axis=1)
+    cpu = np.asarray(cpu_ns, dtype=np.float64)
+    out = {}
+    for label, st in res.items():
+        extra = st.sum(axis=1) - base
+        out[label] = {"qps": cores * 1e9 * len(cpu) / float((cpu + extra).sum()),
+                      "extra_ns_per_query": float(extra.mean()),
+                      "stall_ns_per_query": float(st.sum(axis=1).mean()),
+                      "base_stall_ns_per_query": float(base.mean())}
+    return out
+
+
+def structure_grid(index, workloads, *, tiers=DEFAULT_TIERS, structures=tuple(memcosts.STRUCTURES),
+                   machine=DEFAULT_MACHINE, cores: int = 24, k: int = 1024, reps: int = 3,
+                   progress=None) -> pd.DataFrame:
+    """One row per (workload, structure, tier): the predicted QPS with that
+    structure alone on the tier, the DRAM QPS, the drop, and the roofline
+    rule's QPS where it applies."""
+    from tierlab.core import specs
+
+    m = specs.load(machine, kind="machine")
+    for t in tiers:
+        specs.load(t, kind="memory")
+    for s in structures:
+        if s not in memcosts.STRUCTURES:
+            raise TierlabError(f"unknown structure '{s}' (known: {', '.join(memcosts.STRUCTURES)})")
+    rows = []
+    for w in workloads:
+        stream, cpu = measured_cpu(index, w, k=k, reps=reps)
+        places = {f"{t}|{s}": {memcosts.STRUCTURES[s]: t} for t in tiers for s in structures}
+        pred = predict(stream, cpu, places, machine=m, cores=cores)
+        q0 = pred["base"]["qps"]
+        for t in tiers:
+            for s in structures:
+                p = pred[f"{t}|{s}"]
+                roof = roofline_ns(stream, cpu, t, (s,))
+                rq = (cores * 1e9 * len(cpu) / float((cpu + roof).sum())) if roof is not None \
+                    else float("nan")
+                rows.append({"workload": Path(w).name, "codec": stream.codec, "structure": s,
+                             "tier": t, "machine": m.name, "cores": cores,
+                             "queries": len(cpu), "qps_dram": q0, "qps": p["qps"],
+                             "drop_pct": 100.0 * (1.0 - p["qps"] / q0),
+                             "extra_ns_per_query": p["extra_ns_per_query"],
+                             "qps_roofline": rq,
+                             "drop_pct_roofline": 100.0 * (1.0 - rq / q0) if roof is not None
+                             else float("nan")})
+        if progress:
+            progress(w)
+    return pd.DataFrame(rows)
+
+
+def chapter6(indexes: dict, workloads: dict, *, machine=DEFAULT_MACHINE, cores: int = 24,
+             k: int = 1024, reps: int = 3, tier: str = PM, progress=None) -> pd.DataFrame:
+    """indexes: {codec: index path}; workloads: {(qtype, class): query file}.
+    One row per (codec, qtype, class): predicted drop DRAM -> PM with DID and
+    freq on `tier`, the backend analogue, the reference's numbers, met/missed."""
+    rows = []
+    for codec, idx in indexes.items():
+        for (qtype, cls), w in workloads.items():
+            stream, cpu = measured_cpu(idx, w, k=k, reps=reps)
+            place = {"pm": {"did": tier, "freq": tier}}
+            pred = predict(stream, cpu, place, machine=machine, cores=cores)
+            one = predict(stream, cpu, place, machine=machine, cores=1)
+            q0, q1 = pred["base"]["qps"], pred["pm"]["qps"]
+            drop = 100.0 * (1 - q1 / q0)
+            base_st = pred["base"]["stall_ns_per_query"]
+            backend = (base_st + pred["pm"]["extra_ns_per_query"]) / base_st if base_st else \
+                float("nan")
+            ref = REFERENCE.get((qtype, cls), {}).get(codec)
+            ref_b = REFERENCE_BACKEND.get((qtype, cls), {}).get(codec)
+            roof = roofline_ns(stream, cpu, tier, ("did", "freq"))
+            rq = cores * 1e9 * len(cpu) / float((cpu + roof).sum())
+            rows.append({"codec": codec, "query_type": qtype, "class": cls,
+                         "queries": len(cpu), "cpu_ns_per_query": float(cpu.mean()),
+                         "blocks_per_query": float(stream.blocks.mean()),
+                         "qps_dram": q0, "qps_pm": q1, "drop_pct": drop,
+                         "drop_pct_one_core": 100.0 * (1 - one["pm"]["qps"] / one["base"]["qps"]),
+                         "drop_pct_roofline": 100.0 * (1 - rq / q0),
+                         "reference_drop_pct": ref,
+                         "met": None if ref is None else bool(abs(drop - ref) <= TARGET_PP),
+                         "backend_ratio": backend, "reference_backend_ratio": ref_b})
+            if progress:
+                progress(codec, qtype, cls)
+    return pd.DataFrame(rows)
+
+
+def ordering(df: pd.DataFrame, qtype: str, cls: str) -> dict:
+    """Codecs ordered by predicted and by reference drop (largest first)."""
+    d = df[(df["query_type"] == qtype) & (df["class"] == cls) & df["reference_drop_pct"].notna()]
+    return {"predicted": list(d.sort_values("drop_pct", ascending=False)["codec"]),
+            "reference": list(d.sort_values("reference_drop_pct", ascending=False)["codec"])}
+
+
+def write_csv(df: pd.DataFrame, path) -> Path:
+    """Atomically: a temporary file next to path, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def chapter6_markdown(df: pd.DataFrame, **how) -> str:
+    """The chapter-6 table: predicted (reference) drop per codec, met/missed,
+    ordering, backend analogue."""
+    lines = [f"Chapter 6: QPS drop DRAM -> PM (%), DID and freq on {PM}; "
+             + ", ".join(f"{k} {v}" for k, v in how.items()), ""]
+    codecs = list(dict.fromkeys(df["codec"]))
+    lines.append("| drop DRAM -> PM | " + " | ".join(codecs) + " |")
+    lines.append("|---|" + "---|" * len(codecs))
+    for (qtype, cls), d in df.groupby(["query_type", "class"], sort=False):
+        cells = []
+        for c in codecs:
+            r = d[d["codec"] == c]
+            if r.empty:
+                cells.append("-")
+                continue
+            r = r.iloc[0]
+            ref = r["reference_drop_pct"]
+            if ref is None or (isinstance(ref, float) and np.isnan(ref)):
+                cells.append(f"{r['drop_pct']:.1f} (-)")
+            else:
+                cells.append(f"{r['drop_pct']:.1f} ({ref:g}) {'met' if r['met'] else 'MISSED'}")
+        lines.append(f"| {qtype.upper()} {cls} predicted (reference) | " + " | ".join(cells) + " |")
+    lines.append("")
+    for qtype, cls in (("and", "H"), ("and", "M")):
+        o = ordering(df, qtype, cls)
+        if o["reference"]:
+            lines.append(f"- ordering {qtype.upper()} {cls}: predicted {', '.join(o['predicted'])}; "
+                         f"reference {', '.join(o['reference'])}")
+    lines.append("- one core alone (no bandwidth sharing): " + "; ".join(
+        f"{r.query_type.upper()} {r['class']} {r.codec} {r.drop_pct_one_core:.1f}"
+        for r in df.itertuples() if r.codec in ("base", "pfor-delta256")))
+    lines.append("- roofline rule: " + "; ".join(
+        f"{r.query_type.upper()} {r['class']} {r.codec} {r.drop_pct_roofline:.1f}"
+        for r in df.itertuples()))
+    lines.append("- backend-bound analogue PM/DRAM (reference): " + "; ".join(
+        f"{r.query_type.upper()} {r['class']} {r.codec} {r.backend_ratio:.2f}"
+        + (f" ({r.reference_backend_ratio:g})" if r.reference_backend_ratio == r.reference_backend_ratio
+           and r.reference_backend_ratio is not None else "")
+        for r in df.itertuples() if r.codec in ("base", "pfor-delta256")))
+    lines.append("- per query: " + "; ".join(
+        f"{r.query_type.upper()} {r['class']} {r.codec} {r.cpu_ns_per_query / 1e3:.1f} us, "
+        f"{r.blocks_per_query:.1f} blocks" for r in df.itertuples()))
+    return "\n".join(lines) + "\n"
