@@ -67,9 +67,22 @@ class RunConfig:
                           segment_bytes=v["segment_bytes"],
                           lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
                           readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
+                          tier_rule=v["tier_rule"], placement=placed_structures(v),
                           page_cache_policy=v["page_cache_policy"],
                           passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"],
                           handoff_spin_ns=v["handoff_spin_ns"])
+
+
+def placed_structures(v) -> tuple:
+    """((structure, place), ...) of the place_* keys that put a structure off
+    DRAM (pm:PATH or numa:N): what the model charges (sim.memory_cost); empty,
+    dram and storage cost nothing extra here."""
+    out = []
+    for s in ("dict", "skip", "did", "freq"):
+        where = str(v.get(f"place_{s}") or "")
+        if where.startswith(("pm:", "numa:")) or where in ("pm", "numa"):
+            out.append((s, where))
+    return tuple(out)
 
 
 def runtime_spin_ns() -> int:
@@ -325,7 +338,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tier = specs.load(v["slow_tier"], kind="memory")
     def simulate(params, log=None):
         return sim.Simulation(meta, tr, params, costs, dev, tier if params.hybrid else None,
-                              log=log, seed=v["seed"],
+                              log=log, seed=v["seed"], place_spec=tier,
                               drawn_wake_ups=v["wake_ups"] == "drawn").run()
 
     s = simulate(p, log)
@@ -348,7 +361,9 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "tier_factor": s.tier_factor,
         "tier_factor_source": s.tier.factor_source if s.tier else None,
         "tier_serving": (None if s.tier is None else
-                         "factor" if s.tier.factor is not None else "access"),
+                         "factor" if s.tier.factor is not None else
+                         "trace" if s.trace_block_ns is not None else "access"),
+        "tier_rule": p.tier_rule, "placed": s.placed,
         "decode_ns_per_block": s.decode_ns,
         "costs": describe_costs(costs), "index": meta.stats, "workload": v["workload"],
         "trace": {"name": tr.name, "queries": tr.queries, "occurrences": tr.occurrences,

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 
 from tierlab.core.errors import TierlabError
-from tierlab.engine import memcosts, memsim
+from tierlab.engine import memcosts
+from tierlab.model.tier import roofline_ns
 
 DEFAULT_TIERS = ("ddr4-2666", "cxl-type3", "numa-remote-ddr4", "optane-dcpmm-g1-x6",
                  "rdma-remote")
@@ -77,25 +78,6 @@ def measured_cpu(index, workload, *, k: int = 1024, reps: int = 3):
     stream = build(ext, queries, runs[-1], k=kept, block_postings=int(info["block_size"]),
                    codec=codec)
     return stream, lat
-
-
-def roofline_ns(stream, cpu_ns, spec, structures) -> np.ndarray | None:
-    """Per query: the roofline rule's extra time with `structures` on spec, or
-    None when the rule does not cover them (it times postings only)."""
-    from tierlab.core import specs
-    from tierlab.model.tier import Tier
-
-    if not set(structures) <= {"did", "freq"}:
-        return None
-    tier = Tier.from_spec(specs.load(spec, kind="memory"))
-    rec = stream.records
-    regs = [memsim.region_id(memcosts.STRUCTURES[s]) for s in structures]
-    m = np.isin(rec["region"], regs)
-    nbytes = np.bincount(rec["query"][m], weights=rec["size"][m].astype(np.float64),
-                         minlength=len(cpu_ns))[:len(cpu_ns)]
-    terms = np.where(stream.qtype == "and", 2.0, 1.0)
-    return np.array([tier.stall_ns(t * (b > 0), b, c)
-                     for t, b, c in zip(terms, nbytes, cpu_ns)])
 
 
 def predict(stream, cpu_ns, placements: dict, *, machine=DEFAULT_MACHINE, cores: int = 1) -> dict:
@@ -164,35 +146,34 @@ def chapter6(indexes: dict, workloads: dict, *, machine=DEFAULT_MACHINE, cores: 
         for (qtype, cls), w in workloads.items():
             stream, cpu = measured_cpu(idx, w, k=k, reps=reps)
             place = {"pm": {"did": tier, "freq": tier}}
-            pred = predict(stream, cpu, place, machine=machine, cores=cores)
-            one = predict(stream, cpu, place, machine=machine, cores=1)
-            q0, q1 = pred["base"]["qps"], pred["pm"]["qps"]
-            drop = 100.0 * (1 - q1 / q0)
-            base_st = pred["base"]["stall_ns_per_query"]
-            backend = (base_st + pred["pm"]["extra_ns_per_query"]) / base_st if base_st else \
-                float("nan")
             ref = REFERENCE.get((qtype, cls), {}).get(codec)
             ref_b = REFERENCE_BACKEND.get((qtype, cls), {}).get(codec)
             roof = roofline_ns(stream, cpu, tier, ("did", "freq"))
-            rq = cores * 1e9 * len(cpu) / float((cpu + roof).sum())
-            rows.append({"codec": codec, "query_type": qtype, "class": cls,
-                         "queries": len(cpu), "cpu_ns_per_query": float(cpu.mean()),
-                         "blocks_per_query": float(stream.blocks.mean()),
-                         "qps_dram": q0, "qps_pm": q1, "drop_pct": drop,
-                         "drop_pct_one_core": 100.0 * (1 - one["pm"]["qps"] / one["base"]["qps"]),
-                         "drop_pct_roofline": 100.0 * (1 - rq / q0),
-                         "reference_drop_pct": ref,
-                         "met": None if ref is None else bool(abs(drop - ref) <= TARGET_PP),
-                         "backend_ratio": backend, "reference_backend_ratio": ref_b})
+            row = {"codec": codec, "query_type": qtype, "class": cls, "queries": len(cpu),
+                   "cpu_ns_per_query": float(cpu.mean()),
+                   "blocks_per_query": float(stream.blocks.mean()),
+                   "reference_drop_pct": ref, "reference_backend_ratio": ref_b}
+            for tag, n in (("", cores), ("_one_core", 1)):
+                pred = predict(stream, cpu, place, machine=machine, cores=n)
+                q0, q1 = pred["base"]["qps"], pred["pm"]["qps"]
+                drop = 100.0 * (1 - q1 / q0)
+                base_st = pred["base"]["stall_ns_per_query"]
+                row.update({f"qps_dram{tag}": q0, f"qps_pm{tag}": q1, f"drop_pct{tag}": drop,
+                            f"met{tag}": None if ref is None else bool(abs(drop - ref) <= TARGET_PP),
+                            f"backend_ratio{tag}": (base_st + pred["pm"]["extra_ns_per_query"])
+                            / base_st if base_st else float("nan")})
+            row["drop_pct_roofline"] = 100.0 * float(roof.sum() / (cpu + roof).sum())
+            row["cores"] = cores
+            rows.append(row)
             if progress:
                 progress(codec, qtype, cls)
     return pd.DataFrame(rows)
 
 
-def ordering(df: pd.DataFrame, qtype: str, cls: str) -> dict:
-    """Codecs ordered by predicted and by reference drop (largest first)."""
+def ordering(df: pd.DataFrame, qtype: str, cls: str, col: str = "drop_pct") -> dict:
+    """Codecs ordered by predicted (`col`) and by reference drop, largest first."""
     d = df[(df["query_type"] == qtype) & (df["class"] == cls) & df["reference_drop_pct"].notna()]
-    return {"predicted": list(d.sort_values("drop_pct", ascending=False)["codec"]),
+    return {"predicted": list(d.sort_values(col, ascending=False)["codec"]),
             "reference": list(d.sort_values("reference_drop_pct", ascending=False)["codec"])}
 
 
@@ -208,44 +189,50 @@ def write_csv(df: pd.DataFrame, path) -> Path:
 
 def chapter6_markdown(df: pd.DataFrame, **how) -> str:
     """The chapter-6 table: predicted (reference) drop per codec, met/missed,
-    ordering, backend analogue."""
-    lines = [f"Chapter 6: QPS drop DRAM -> PM (%), DID and freq on {PM}; "
-             + ", ".join(f"{k} {v}" for k, v in how.items()), ""]
-    codecs = list(dict.fromkeys(df["codec"]))
-    lines.append("| drop DRAM -> PM | " + " | ".join(codecs) + " |")
-    lines.append("|---|" + "---|" * len(codecs))
-    for (qtype, cls), d in df.groupby(["query_type", "class"], sort=False):
-        cells = []
-        for c in codecs:
-            r = d[d["codec"] == c]
-            if r.empty:
-                cells.append("-")
-                continue
-            r = r.iloc[0]
-            ref = r["reference_drop_pct"]
-            if ref is None or (isinstance(ref, float) and np.isnan(ref)):
-                cells.append(f"{r['drop_pct']:.1f} (-)")
-            else:
-                cells.append(f"{r['drop_pct']:.1f} ({ref:g}) {'met' if r['met'] else 'MISSED'}")
-        lines.append(f"| {qtype.upper()} {cls} predicted (reference) | " + " | ".join(cells) + " |")
+    for `cores` cores sharing the DIMMs and for one core; ordering; backend
+    analogue; each workload's size here."""
+    rows = df.to_dict("records")
+    codecs = list(dict.fromkeys(r["codec"] for r in rows))
+    cores = rows[0]["cores"] if rows else 0
+    lines = [f"Chapter 6: QPS drop DRAM -> PM (%), DID and freq on {PM}, skip list and dictionary "
+             "in DRAM; " + ", ".join(f"{k} {v}" for k, v in how.items()), "",
+             "| drop DRAM -> PM, predicted (reference) | " + " | ".join(codecs) + " |",
+             "|---|" + "---|" * len(codecs)]
+    groups = list(dict.fromkeys((r["query_type"], r["class"]) for r in rows))
+    for tag, label in (("", f"{cores} cores share the DIMMs"), ("_one_core", "one core")):
+        for qtype, cls in groups:
+            cells = []
+            for c in codecs:
+                r = next((x for x in rows if x["codec"] == c and x["query_type"] == qtype
+                          and x["class"] == cls), None)
+                ref = None if r is None else r["reference_drop_pct"]
+                if r is None:
+                    cells.append("-")
+                elif ref is None or ref != ref:
+                    cells.append(f"{r['drop_pct' + tag]:.1f} (-)")
+                else:
+                    cells.append(f"{r['drop_pct' + tag]:.1f} ({ref:g}) "
+                                 f"{'met' if r['met' + tag] else '**missed**'}")
+            lines.append(f"| {qtype.upper()} {cls}, {label} | " + " | ".join(cells) + " |")
     lines.append("")
-    for qtype, cls in (("and", "H"), ("and", "M")):
-        o = ordering(df, qtype, cls)
-        if o["reference"]:
-            lines.append(f"- ordering {qtype.upper()} {cls}: predicted {', '.join(o['predicted'])}; "
-                         f"reference {', '.join(o['reference'])}")
-    lines.append("- one core alone (no bandwidth sharing): " + "; ".join(
-        f"{r.query_type.upper()} {r['class']} {r.codec} {r.drop_pct_one_core:.1f}"
-        for r in df.itertuples() if r.codec in ("base", "pfor-delta256")))
-    lines.append("- roofline rule: " + "; ".join(
-        f"{r.query_type.upper()} {r['class']} {r.codec} {r.drop_pct_roofline:.1f}"
-        for r in df.itertuples()))
-    lines.append("- backend-bound analogue PM/DRAM (reference): " + "; ".join(
-        f"{r.query_type.upper()} {r['class']} {r.codec} {r.backend_ratio:.2f}"
-        + (f" ({r.reference_backend_ratio:g})" if r.reference_backend_ratio == r.reference_backend_ratio
-           and r.reference_backend_ratio is not None else "")
-        for r in df.itertuples() if r.codec in ("base", "pfor-delta256")))
-    lines.append("- per query: " + "; ".join(
-        f"{r.query_type.upper()} {r['class']} {r.codec} {r.cpu_ns_per_query / 1e3:.1f} us, "
-        f"{r.blocks_per_query:.1f} blocks" for r in df.itertuples()))
+    for tag, label in (("", f"{cores} cores"), ("_one_core", "one core")):
+        for qtype, cls in (("and", "H"), ("and", "M")):
+            o = ordering(df, qtype, cls, "drop_pct" + tag)
+            if o["reference"]:
+                lines.append(f"- ordering {qtype.upper()} {cls}, {label}: predicted "
+                             f"{', '.join(o['predicted'])}; reference {', '.join(o['reference'])}")
+    lines.append("- roofline rule (model/tier.py), one core: " + "; ".join(
+        f"{r['query_type'].upper()} {r['class']} {r['codec']} {r['drop_pct_roofline']:.1f}"
+        for r in rows))
+    for tag, label in (("", f"{cores} cores"), ("_one_core", "one core")):
+        lines.append(f"- backend-bound analogue PM/DRAM (memory stall only), {label} (reference): "
+                     + "; ".join(f"{r['query_type'].upper()} {r['class']} {r['codec']} "
+                                 f"{r['backend_ratio' + tag]:.2f}"
+                                 + (f" ({r['reference_backend_ratio']:g})"
+                                    if r["reference_backend_ratio"] == r["reference_backend_ratio"]
+                                    and r["reference_backend_ratio"] is not None else "")
+                                 for r in rows if r["codec"] in ("base", "pfor-delta256")))
+    lines.append("- per query here (median of the warm runs): " + "; ".join(
+        f"{r['query_type'].upper()} {r['class']} {r['codec']} {r['cpu_ns_per_query'] / 1e3:.2f} us, "
+        f"{r['blocks_per_query']:.1f} blocks" for r in rows))
     return "\n".join(lines) + "\n"
