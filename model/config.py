@@ -166,9 +166,14 @@ def _check_costs(c):
         raise TierlabError(f"costs: 'default', a cost table file (tierlab query costs), or "
                            f"{{single: {{{', '.join(COST_KEYS)}}}, and: {{...}}}}; got {c!r}")
     for t in c:
+        if t == "memory":  # the memory section, as `tierlab query costs --tier` writes it
+            if not isinstance(c[t], dict) or not isinstance(c[t].get("tiers"), dict):
+                raise TierlabError("costs.memory: a mapping with `tiers` (the memory section "
+                                   "of `tierlab query costs --tier`)")
+            continue
         if t not in registry.query_types():
             raise TierlabError(f"costs: unknown query type '{t}'; known: "
-                               f"{', '.join(registry.query_types())}")
+                               f"{', '.join(registry.query_types())} (and memory)")
     for t in registry.query_types():
         part = c.get(t)
         if not isinstance(part, dict):
@@ -198,6 +203,10 @@ class InlineCosts(CostModel):
     speed), cores that do not slow each other, no page-cache costs."""
 
     def __init__(self, table: dict):
+        table = dict(table)
+        # a `memory` section as `tierlab query costs --tier` writes it (tier_rule,
+        # place_*): CostModel.memory_extra_ns reads it from self.extra
+        self.extra = {"memory": table.pop("memory")} if "memory" in table else {}
         self.table = {t: {k: float(table[t].get(k, 0.0)) for k in COST_KEYS} for t in table}
 
     def query_cpu_ns(self, qtype: str, blocks_decoded, postings_scored) -> float:

@@ -269,10 +269,6 @@ def tiers_cmd(args) -> int:
 
 
 def chapter6_cmd(args) -> int:
-    import shutil
-    import tempfile
-
-    from tierlab.cli import main as cli_main
     from tierlab.core import registry
     from tierlab.core.values import output_dir
     from tierlab.experiments import tiers
@@ -283,32 +279,9 @@ def chapter6_cmd(args) -> int:
     for c in codecs:
         if c not in registry.codecs():
             raise TierlabError(f"--codec {c}: unknown (known: {', '.join(registry.codecs())})")
-    parent = Path(args.work) if args.work else out
-    parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f"tierlab-chapter6-{__import__('os').getpid()}-",
-                                 dir=parent))
-    try:
-        corpus = work / "c.txt"
-        cli_main(["corpus", "generate", "--size", str(args.size), "--seed", str(args.seed),
-                  "--quiet", "--out", str(corpus)])
-        idx = {}
-        for c in codecs:
-            idx[c] = work / f"idx-{c}"
-            cli_main(["index", "build", str(corpus), "--codec", c, "--quiet", "--out",
-                      str(idx[c])])
-            print(f"built {c}", file=sys.stderr)
-        wls = {}
-        for qtype, cls in (("and", "H"), ("and", "M"), ("single", "H")):
-            w = work / f"{qtype}-{cls}.queries"
-            cli_main(["workload", "generate", "--corpus", str(corpus), "--class", cls, "--type",
-                      qtype, "--queries", str(args.queries), "--seed", str(args.seed),
-                      "--quiet", "--out", str(w)])
-            wls[(qtype, cls)] = w
-        df = tiers.chapter6(idx, wls, machine=args.machine, cores=args.cores, reps=args.reps,
-                            progress=lambda *a: print("done", *a, file=sys.stderr))
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    df = tiers.run_chapter6(codecs, size=args.size, queries=args.queries, seed=args.seed,
+                            work=Path(args.work) if args.work else out, keep=args.keep,
+                            machine=args.machine, cores=args.cores, reps=args.reps)
     tiers.write_csv(df, out / "chapter6.csv")
     md = tiers.chapter6_markdown(df, size=args.size, queries=args.queries, cores=args.cores,
                                  machine=args.machine)

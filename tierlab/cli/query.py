@@ -214,6 +214,15 @@ def run_costs(args) -> int:
     from tierlab.model import costs
     from tierlab.core.errors import TierlabError
 
+    if args.tier:
+        from tierlab.core import specs
+
+        if args.default:
+            raise TierlabError("--tier needs an INDEX (its queries are timed on the tier), "
+                               "not --default")
+        specs.load(args.machine, kind="machine")  # before the long measurement
+        for t in args.tier:
+            specs.load(t, kind="memory")
     if args.default:
         if args.index or args.workload or args.queries or args.placement:
             raise TierlabError("--default measures its own generated index: give no INDEX, "
@@ -249,14 +258,6 @@ def run_costs(args) -> int:
             if bar is not None:
                 bar.close()
     if args.tier:
-        from tierlab.core import specs
-
-        if args.default:
-            raise TierlabError("--tier needs an INDEX (its queries are timed on the tier), "
-                               "not --default")
-        specs.load(args.machine, kind="machine")
-        for t in args.tier:
-            specs.load(t, kind="memory")
         table.extra["memory"] = costs.memory_section(
             table, args.index, list(dict.fromkeys(args.tier)), machine=args.machine,
             cores=args.cores, workloads=args.workload, k=args.k)

@@ -236,3 +236,42 @@ def chapter6_markdown(df: pd.DataFrame, **how) -> str:
         f"{r['query_type'].upper()} {r['class']} {r['codec']} {r['cpu_ns_per_query'] / 1e3:.2f} us, "
         f"{r['blocks_per_query']:.1f} blocks" for r in rows))
     return "\n".join(lines) + "\n"
+
+
+def run_chapter6(codecs, *, size: int, queries: int, seed: int = 0, work: Path,
+                 keep: bool = False, machine=DEFAULT_MACHINE, cores: int = 24,
+                 reps: int = 3) -> pd.DataFrame:
+    """Generate a corpus of `size` bytes, one index per codec and the AND H,
+    AND M and SINGLE H workloads of `queries` queries in a scratch folder
+    under `work` (removed unless keep), and run `chapter6` on them."""
+    import shutil
+    import sys
+    import tempfile
+
+    from tierlab.engine import corpus as corpus_mod
+    from tierlab.engine import workload as workload_mod
+    from tierlab.engine.index import build as build_index
+
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"tierlab-chapter6-{os.getpid()}-", dir=work))
+    try:
+        corpus = tmp / "c.txt"
+        corpus_mod.generate(corpus, corpus_mod.GenerateParams(seed=seed, size_bytes=size),
+                            progress=False)
+        idx = {}
+        for c in codecs:
+            idx[c] = tmp / f"idx-{c}"
+            build_index(corpus, idx[c], codec=c)
+            print(f"built {c}", file=sys.stderr)
+        wls = {}
+        for qtype, cls in (("and", "H"), ("and", "M"), ("single", "H")):
+            w = tmp / f"{qtype}-{cls}.queries"
+            workload_mod.generate(w, corpus=corpus, cls=cls, qtype=qtype, queries=queries,
+                                  seed=seed)
+            wls[(qtype, cls)] = w
+        return chapter6(idx, wls, machine=machine, cores=cores, reps=reps,
+                        progress=lambda *a: print("done", *a, file=sys.stderr))
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
