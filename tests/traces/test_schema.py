@@ -32,15 +32,20 @@ GOLDEN_V3 = {
         "segment_cache_miss_rate_head_start", "qps_rel_error", "latency_p99_ns_rel_error",
         "latency_mean_ns_rel_error", "storage_bytes_read_rel_error", "page_cache_miss_rate_pp",
         "segment_cache_miss_rate_pp", "diagnosis"],
+    # v4 (memory traces, traces/memtrace.md)
+    "memtrace_summary": ["trace_id", "codec", "placement", "k", "every", "max_bytes", "sampling",
+                         "query_id", "query_type", "region", "accesses", "loads", "stores",
+                         "bytes", "distinct_lines", "stack_accesses", "line_bytes"],
 }
 KEYS = {"run": ["run_id"], "query": ["run_id", "query_id"],
         "term": ["run_id", "query_id", "term_pos"], "cache_run": ["run_id"],
         "cache_query": ["run_id", "core", "query_id"],
-        "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"]}
+        "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"],
+        "memtrace_summary": ["trace_id", "query_id", "region"]}
 
 
 def test_golden_columns():
-    assert schema.version() == 3
+    assert schema.version() == 4
     for table, cols in GOLDEN_V3.items():
         assert schema.arrow_schema(table).names == cols
     assert {t: schema.key(t) for t in schema.tables()} == KEYS
@@ -93,8 +98,10 @@ def _with_version(tmp_path, name, data, v, monkeypatch):
 
 
 def test_newer_version_names_both(tmp_path, monkeypatch):
-    p = _with_version(tmp_path, "term", _term_rows(), 4, monkeypatch)
-    with pytest.raises(TierlabError, match="schema version 4, this tierlab knows version 3"):
+    v = schema.version()
+    p = _with_version(tmp_path, "term", _term_rows(), v + 1, monkeypatch)
+    with pytest.raises(TierlabError, match=f"schema version {v + 1}, this tierlab knows "
+                       f"version {v}"):
         schema.read_table(p)
 
 
@@ -111,7 +118,7 @@ def test_older_version_of_a_changed_table_names_both(tmp_path, monkeypatch):
     monkeypatch.setitem(schema.spec()["tables"]["term"], "columns",
                         cols + [{"name": "bytes", "type": "int64", "desc": "new in v3"}])
     with pytest.raises(TierlabError, match="table 'term' of schema version 2 differs from "
-                       "version 3.*missing bytes"):
+                       f"version {schema.version()}.*missing bytes"):
         schema.read_table(p)
 
 
@@ -156,7 +163,7 @@ def test_csv_floats_nan_and_columns_in_any_order(tmp_path):
 def test_csv_that_is_no_table_says_what_differs(tmp_path):
     p = tmp_path / "x.csv"
     p.write_text("run_id,source,query_id,colour\nr,measured,0,red\n")
-    with pytest.raises(TierlabError, match="header is no table of schema v3 \\(nearest "):
+    with pytest.raises(TierlabError, match=f"header is no table of schema v{schema.version()} \\(nearest "):
         schema.read_table(p)
     p.write_text("")
     with pytest.raises(TierlabError, match="empty"):

@@ -34,12 +34,11 @@ CHUNK = 1 << 16  # records per call into the filter
 
 
 def regions() -> tuple[str, ...]:
-    """Region names by number, from tierlab.h's TIERLAB_REGION_* (lower case)."""
-    ffi, lib = ffi_lib()
-    n = int(lib.TIERLAB_REGIONS)
-    names = {int(getattr(lib, k)): k[len("TIERLAB_REGION_"):].lower()
-             for k in dir(lib) if k.startswith("TIERLAB_REGION_")}
-    return tuple(names[i] for i in range(n))
+    """Region names by number: the region registry (tierlab.core.registry.
+    memory_regions, kernels/src/memtrace/regions.c)."""
+    from tierlab.core import registry
+
+    return registry.memory_regions()
 
 
 def region_id(name: str) -> int:
