@@ -1146,8 +1146,8 @@ void tierlab_filter_get_counts(const tierlab_filter *f, tierlab_filter_counts *o
  * follows the tier's previous line or falls in its granule, random latency
  * otherwise, buffer hits at the sequential latency; demand reads overlap in
  * epochs (memory-level parallelism) of at most min(fill_buffers, the tier's
- * max_outstanding) misses within `window_accesses` accesses of the epoch's
- * first miss, an epoch costing its longest latency; a miss of a `serial`
+ * max_outstanding) misses within `window_ns` of core time after the epoch's
+ * first miss (the reorder buffer's reach), an epoch costing its longest latency; a miss of a `serial`
  * region (dependent loads: a search) is an epoch of its own; prefetches and
  * writebacks stall nothing but take device time; between epochs the device
  * time of all requests (media bytes / the core's share of bandwidth) that
@@ -1173,7 +1173,8 @@ typedef struct tierlab_timing_config {
     uint8_t region_tier[TIERLAB_REGIONS];         /* tier index of each region  */
     uint8_t region_serial[TIERLAB_REGIONS];       /* 1: dependent misses        */
     uint32_t fill_buffers;                        /* the core's outstanding misses */
-    uint32_t window_accesses;                     /* accesses an epoch spans    */
+    uint32_t pad;
+    double window_ns;                             /* core time an epoch spans   */
     double cpu_ns_per_access;                     /* core time per access       */
     tierlab_tier_params tier[TIERLAB_TIMING_MAX_TIERS];
 } tierlab_timing_config;

@@ -148,7 +148,7 @@ int main(void)
     tc.tiers = 2;
     tc.line_bytes = 64;
     tc.fill_buffers = 10;
-    tc.window_accesses = 100;
+    tc.window_ns = 100.0;
     tc.cpu_ns_per_access = 1.0;
     tc.tier[0] = (tierlab_tier_params){80, 100, 10e9, 10e9, 64, 0, 100, 0};
     tc.tier[1] = (tierlab_tier_params){170, 300, 2e9, 1e9, 256, 64, 8, 0};

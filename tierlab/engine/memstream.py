@@ -221,3 +221,47 @@ def workload_stream(index: str | os.PathLike, workload, *, k: int = 1024,
         bp = int(ix.info.get("block_size", 256))
         kept = ix.kept(k)
     return build(ext, queries, stats, k=kept, block_postings=bp, codec=codec)
+
+
+def recorded(index: str | os.PathLike, workload, trace: str | os.PathLike, *,
+             k: int | None = None) -> WorkloadStream:
+    """The measured stream: the records of a `tierlab trace memory` trace
+    (a memtrace.bin file, or the folder holding it) of `workload` on `index`,
+    with each traced query's counts from a run of the same queries (index in
+    DRAM). Query ids are renumbered 0..n-1 over the traced queries, in order;
+    the trace's k is used unless k is given."""
+    from pathlib import Path
+
+    from tierlab.engine.index import Index
+    from tierlab.engine.workload import read_queries
+    from tierlab.traces import memtrace
+
+    path = Path(trace)
+    if path.is_dir():
+        path = path / "memtrace.bin"
+    h, rec = memtrace.read(path)
+    queries = read_queries(workload) if isinstance(workload, (str, os.PathLike)) else \
+        list(workload)
+    ords, qid = np.unique(np.asarray(rec["query"]), return_inverse=True)
+    if len(ords) and int(ords[-1]) >= len(queries):
+        raise TierlabError(f"{path}: query {int(ords[-1])} traced, but {workload} has "
+                           f"{len(queries)} queries: not a trace of this workload")
+    picked = [queries[int(o)] for o in ords]
+    if not picked:
+        raise TierlabError(f"{path}: no traced queries")
+    with Index(index, "dram") as ix:
+        stats, _, _, _ = ix.run_batch(picked, k=k or h.k or 1024)
+        bp = int(ix.info.get("block_size", 256))
+    out = np.zeros(len(rec), dtype=memsim.RECORD)
+    for f in ("addr", "size", "kind", "region"):
+        out[f] = rec[f]
+    out["query"] = qid
+    n = len(picked)
+    return WorkloadStream(
+        records=out, qtype=np.array(["single" if len(t) == 1 else "and" for t in picked]),
+        blocks=stats["blocks_decoded"].astype(np.int64),
+        freq_blocks=stats["freq_blocks_decoded"].astype(np.int64),
+        postings=stats["postings_scored"].astype(np.int64),
+        results=stats["results"].astype(np.int64),
+        accesses=np.bincount(qid, minlength=n)[:n].astype(np.int64),
+        latency_ns=stats["latency_ns"].astype(np.float64), block_postings=bp, codec=h.codec)
