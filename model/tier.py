@@ -159,7 +159,8 @@ def roofline_ns(stream, cpu_ns, spec_name: str, structures=("did", "freq")):
     time this rule gives with `structures` (postings: did, freq) on memory
     spec `spec_name` over DDR4-2666: one stream start per term and the block
     bytes the query reads from them, its CPU time cpu_ns as the decoding it
-    overlaps. (None for dict or skip: the rule times postings only.)"""
+    overlaps; the bytes are the query's distinct 64-byte lines of those regions.
+    (None for dict or skip: the rule times postings only.)"""
     import numpy as np
 
     from tierlab.core import specs
@@ -172,7 +173,10 @@ def roofline_ns(stream, cpu_ns, spec_name: str, structures=("did", "freq")):
     regs = [memsim.region_id(s) for s in structures]
     m = np.isin(rec["region"], regs)
     n = len(cpu_ns)
-    nbytes = np.bincount(rec["query"][m], weights=rec["size"][m].astype(np.float64),
-                         minlength=n)[:n]
+    # the block bytes a query reads: its distinct 64-byte lines of the regions (a
+    # recorded trace reads a line several times: checksum, decode)
+    key = np.unique(np.stack([rec["query"][m].astype(np.uint64),
+                              rec["addr"][m].astype(np.uint64) >> np.uint64(6)]), axis=1)
+    nbytes = 64.0 * np.bincount(key[0].astype(np.int64), minlength=n)[:n]
     terms = np.where(stream.qtype == "and", 2.0, 1.0)
     return np.array([tier.stall_ns(t * (b > 0), b, c) for t, b, c in zip(terms, nbytes, cpu_ns)])

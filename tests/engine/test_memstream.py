@@ -84,3 +84,23 @@ def test_chapter6_rows_and_table(tiny):
     assert r["reference_backend_ratio"] == 1.37 and r["reference_drop_pct"] is None
     md = tiers.chapter6_markdown(df, size="tiny")
     assert "SINGLE H, 24 cores share the DIMMs" in md and "(1.37)" in md
+
+
+def test_recorded_stream_takes_the_traced_queries(tiny, tmp_path):
+    from tierlab.engine.workload import read_queries
+    from tierlab.traces import memtrace
+
+    qs = read_queries(tiny / "h.queries")
+    syn = memstream.workload_stream(tiny / "idx", qs, k=10)
+    rec = syn.records[syn.records["query"] % 3 == 0].copy()  # every 3rd query, as --every 3
+    rec["query"] = rec["query"]  # workload ordinals, as the recorder writes them
+    path = memtrace.write(tmp_path / "memtrace.bin", rec, every=3, k=10, queries=len(qs))
+    got = memstream.recorded(tiny / "idx", tiny / "h.queries", tmp_path)
+    n = len(range(0, len(qs), 3))
+    assert len(got.qtype) == n and got.queries == qs[::3]
+    assert np.array_equal(got.records["addr"], rec["addr"])
+    assert set(np.unique(got.records["query"])) == set(range(n))
+    assert (got.blocks == syn.blocks[::3]).all() and got.source.startswith("recorded")
+    df = tiers.structure_grid(tiny / "idx", [tiny / "h.queries"], traces=[path],
+                              tiers=("cxl-type3",), structures=("did",), reps=1)
+    assert df["stream"].iloc[0] == "recorded" and df["queries"].iloc[0] == n

@@ -482,6 +482,8 @@ def register_memsim(bsub) -> None:
     p.add_argument("--index", type=Path, metavar="IDX", help="with --workload: time the "
                    "synthesised stream of this index's queries as the 'query' stream")
     p.add_argument("--workload", type=Path, metavar="FILE", help="query file for --index")
+    p.add_argument("--trace", type=Path, metavar="DIR", help="with --index and --workload: "
+                   "the 'query' stream is this `tierlab trace memory` recording of them")
     p.set_defaults(func=run_memsim)
 
 
@@ -496,11 +498,13 @@ def run_memsim(args) -> int:
     specs.load(args.tier, kind="memory")
     if (args.index is None) != (args.workload is None):
         raise TierlabError("--index and --workload go together")
+    if args.trace is not None and args.index is None:
+        raise TierlabError("--trace needs --index and --workload (the traced queries)")
     check_writable(args.out)
     before = os.getloadavg()
     doc = bench_memsim.run(bench_memsim.Config(
         machine=args.machine, tier=args.tier, accesses=args.accesses, reps=args.reps,
-        index=args.index, workload=args.workload))
+        index=args.index, workload=args.workload, trace=args.trace))
     doc["machine"]["loadavg_before_after"] = [round(before[0], 2),
                                               round(os.getloadavg()[0], 2)]
     write_json(doc, args.out)

@@ -208,6 +208,9 @@ def register_tiers(cmds) -> None:
     t.add_argument("index", metavar="INDEX")
     t.add_argument("--workload", action="append", required=True, metavar="FILE",
                    help="query file (repeat for more)")
+    t.add_argument("--trace", action="append", metavar="DIR",
+                   help="a `tierlab trace memory` folder (or memtrace.bin) of each --workload, "
+                   "in the same order: its recorded accesses instead of the synthesised stream")
     t.add_argument("--tier", action="append", metavar="SPEC",
                    help="memory spec (repeat; default: " + ", ".join(tiers.DEFAULT_TIERS) + ")")
     t.add_argument("--structure", action="append", choices=["dict", "skip", "did", "freq"],
@@ -238,6 +241,10 @@ def register_tiers(cmds) -> None:
                    help="cores sharing the DIMMs (default: %(default)s)")
     c.add_argument("--reps", type=positive_int, default=3, metavar="R",
                    help="warm runs per workload (default: %(default)s)")
+    c.add_argument("--stream", choices=["synthesised", "recorded"], default="synthesised",
+                   help="the queries' memory accesses: synthesised from the index layout and "
+                   "query counts, or recorded with the tracing build (`tierlab trace memory`; "
+                   "made on first use, about a minute) (default: %(default)s)")
     c.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default: 0)")
     c.add_argument("--work", metavar="DIR", help="scratch folder's parent (default: OUT)")
     c.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -258,7 +265,8 @@ def tiers_cmd(args) -> int:
                               tiers=tuple(dict.fromkeys(args.tier or tiers.DEFAULT_TIERS)),
                               structures=tuple(dict.fromkeys(args.structure or
                                                              ("dict", "skip", "did", "freq"))),
-                              machine=args.machine, cores=args.cores, k=args.k, reps=args.reps)
+                              machine=args.machine, cores=args.cores, k=args.k, reps=args.reps,
+                              traces=args.trace)
     tiers.write_csv(df, out / "tiers.csv")
     png = plot_placements(df, out / "placements.png")
     cols = ["workload", "structure", "tier", "qps", "drop_pct", "qps_roofline",
@@ -281,10 +289,11 @@ def chapter6_cmd(args) -> int:
             raise TierlabError(f"--codec {c}: unknown (known: {', '.join(registry.codecs())})")
     df = tiers.run_chapter6(codecs, size=args.size, queries=args.queries, seed=args.seed,
                             work=Path(args.work) if args.work else out, keep=args.keep,
-                            machine=args.machine, cores=args.cores, reps=args.reps)
+                            machine=args.machine, cores=args.cores, reps=args.reps,
+                            stream=args.stream)
     tiers.write_csv(df, out / "chapter6.csv")
     md = tiers.chapter6_markdown(df, size=args.size, queries=args.queries, cores=args.cores,
-                                 machine=args.machine)
+                                 machine=args.machine, stream=args.stream)
     tmp = out / f".chapter6.md.tmp-{__import__('os').getpid()}"
     tmp.write_text(md)
     tmp.replace(out / "chapter6.md")

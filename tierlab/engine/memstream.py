@@ -73,6 +73,8 @@ class WorkloadStream:
     latency_ns: np.ndarray
     block_postings: int
     codec: str
+    queries: list | None = None   # the queries, as term tuples
+    source: str = "synthesised"   # or "recorded: <trace file>"
 
 
 def _expand(base, count, stride, size, kind, region, query) -> np.ndarray:
@@ -198,7 +200,7 @@ def build(ext, queries, stats, *, k: int, block_postings: int, codec: str = "",
         postings=stats["postings_scored"].astype(np.int64),
         results=stats["results"].astype(np.int64),
         accesses=acc.astype(np.int64), latency_ns=stats["latency_ns"].astype(np.float64),
-        block_postings=block_postings, codec=codec)
+        block_postings=block_postings, codec=codec, queries=list(queries))
 
 
 def workload_stream(index: str | os.PathLike, workload, *, k: int = 1024,
@@ -264,4 +266,5 @@ def recorded(index: str | os.PathLike, workload, trace: str | os.PathLike, *,
         postings=stats["postings_scored"].astype(np.int64),
         results=stats["results"].astype(np.int64),
         accesses=np.bincount(qid, minlength=n)[:n].astype(np.int64),
-        latency_ns=stats["latency_ns"].astype(np.float64), block_postings=bp, codec=h.codec)
+        latency_ns=stats["latency_ns"].astype(np.float64), block_postings=bp, codec=h.codec,
+        queries=picked, source=f"recorded: {path} ({h.sampling()})")

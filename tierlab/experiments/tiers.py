@@ -57,27 +57,31 @@ REFERENCE_BACKEND = {("and", "H"): {"base": 1.76, "pfor-delta256": 1.11},
 TARGET_PP = 5.0
 
 
-def measured_cpu(index, workload, *, k: int = 1024, reps: int = 3):
-    """(stream, cpu_ns per query): the workload's stream and each query's
-    median latency over `reps` warm runs on this machine (index in DRAM)."""
+def measured_cpu(index, workload, *, k: int = 1024, reps: int = 3, trace=None):
+    """(stream, cpu_ns per query): the workload's memory stream (synthesised,
+    or the records of `trace`, a `tierlab trace memory` file or folder) and
+    each of its queries' median latency over `reps` warm runs on this machine
+    (index in DRAM)."""
+    from tierlab.engine import memstream
     from tierlab.engine.index import Index
-    from tierlab.engine.memstream import build
-    from tierlab.engine.workload import read_queries
 
-    queries = read_queries(workload)
-    if not queries:
-        raise TierlabError(f"{workload}: no queries")
+    stream = memstream.recorded(index, workload, trace, k=k) if trace is not None else \
+        memstream.workload_stream(index, workload, k=k)
     with Index(index, "dram") as ix:
-        ext = ix.extents()
-        ix.run_batch(queries, k=k)  # warm
-        runs = [ix.run_batch(queries, k=k)[0] for _ in range(max(1, reps))]
-        info = dict(ix.info)
-        kept = ix.kept(k)
+        ix.run_batch(stream.queries, k=k)  # warm
+        runs = [ix.run_batch(stream.queries, k=k)[0] for _ in range(max(1, reps))]
     lat = np.median(np.vstack([r["latency_ns"].astype(np.float64) for r in runs]), axis=0)
-    codec = info["codec"].decode() if isinstance(info["codec"], bytes) else str(info["codec"])
-    stream = build(ext, queries, runs[-1], k=kept, block_postings=int(info["block_size"]),
-                   codec=codec)
     return stream, lat
+
+
+def record_trace(index, workload, folder, *, k: int = 1024) -> Path:
+    """Trace the workload on the index (`tierlab trace memory`'s recorder, the
+    tracing build made on first use) into folder/memtrace.bin."""
+    from tierlab.engine import memtrace
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return memtrace.record(index, workload, folder / "memtrace.bin", k=k).path
 
 
 def predict(stream, cpu_ns, placements: dict, *, machine=DEFAULT_MACHINE, cores: int = 1) -> dict:
@@ -99,7 +103,7 @@ def predict(stream, cpu_ns, placements: dict, *, machine=DEFAULT_MACHINE, cores:
 
 def structure_grid(index, workloads, *, tiers=DEFAULT_TIERS, structures=tuple(memcosts.STRUCTURES),
                    machine=DEFAULT_MACHINE, cores: int = 24, k: int = 1024, reps: int = 3,
-                   progress=None) -> pd.DataFrame:
+                   traces=None, progress=None) -> pd.DataFrame:
     """One row per (workload, structure, tier): the predicted QPS with that
     structure alone on the tier, the DRAM QPS, the drop, and the roofline
     rule's QPS where it applies."""
@@ -112,8 +116,12 @@ def structure_grid(index, workloads, *, tiers=DEFAULT_TIERS, structures=tuple(me
         if s not in memcosts.STRUCTURES:
             raise TierlabError(f"unknown structure '{s}' (known: {', '.join(memcosts.STRUCTURES)})")
     rows = []
-    for w in workloads:
-        stream, cpu = measured_cpu(index, w, k=k, reps=reps)
+    traces = list(traces) if traces else [None] * len(workloads)
+    if len(traces) != len(workloads):
+        raise TierlabError(f"{len(traces)} traces for {len(workloads)} workloads: give one "
+                           "--trace per --workload, in the same order")
+    for w, tr in zip(workloads, traces):
+        stream, cpu = measured_cpu(index, w, k=k, reps=reps, trace=tr)
         places = {f"{t}|{s}": {memcosts.STRUCTURES[s]: t} for t in tiers for s in structures}
         pred = predict(stream, cpu, places, machine=m, cores=cores)
         q0 = pred["base"]["qps"]
@@ -123,7 +131,8 @@ def structure_grid(index, workloads, *, tiers=DEFAULT_TIERS, structures=tuple(me
                 roof = roofline_ns(stream, cpu, t, (s,))
                 rq = (cores * 1e9 * len(cpu) / float((cpu + roof).sum())) if roof is not None \
                     else float("nan")
-                rows.append({"workload": Path(w).name, "codec": stream.codec, "structure": s,
+                rows.append({"workload": Path(w).name, "codec": stream.codec,
+                             "stream": stream.source.split(":")[0], "structure": s,
                              "tier": t, "machine": m.name, "cores": cores,
                              "queries": len(cpu), "qps_dram": q0, "qps": p["qps"],
                              "drop_pct": 100.0 * (1.0 - p["qps"] / q0),
@@ -137,24 +146,41 @@ def structure_grid(index, workloads, *, tiers=DEFAULT_TIERS, structures=tuple(me
 
 
 def chapter6(indexes: dict, workloads: dict, *, machine=DEFAULT_MACHINE, cores: int = 24,
-             k: int = 1024, reps: int = 3, tier: str = PM, progress=None) -> pd.DataFrame:
+             k: int = 1024, reps: int = 3, tier: str = PM, stream: str = "synthesised",
+             scratch=None, progress=None) -> pd.DataFrame:
     """indexes: {codec: index path}; workloads: {(qtype, class): query file}.
     One row per (codec, qtype, class): predicted drop DRAM -> PM with DID and
-    freq on `tier`, the backend analogue, the reference's numbers, met/missed."""
+    freq on `tier`, the backend analogue, the reference's numbers, met/missed.
+    stream: 'synthesised' or 'recorded' (each workload traced into `scratch`,
+    the trace removed after use)."""
+    import shutil
+    import tempfile
+
+    if stream not in ("synthesised", "recorded"):
+        raise TierlabError(f"stream: synthesised or recorded, not {stream!r}")
     rows = []
     for codec, idx in indexes.items():
         for (qtype, cls), w in workloads.items():
-            stream, cpu = measured_cpu(idx, w, k=k, reps=reps)
+            tdir = None
+            if stream == "recorded":
+                tdir = Path(tempfile.mkdtemp(prefix=f"tierlab-trace-{os.getpid()}-",
+                                             dir=scratch))
+                record_trace(idx, w, tdir, k=k)
+            try:
+                s_, cpu = measured_cpu(idx, w, k=k, reps=reps, trace=tdir)
+            finally:
+                if tdir is not None:
+                    shutil.rmtree(tdir, ignore_errors=True)
             place = {"pm": {"did": tier, "freq": tier}}
             ref = REFERENCE.get((qtype, cls), {}).get(codec)
             ref_b = REFERENCE_BACKEND.get((qtype, cls), {}).get(codec)
-            roof = roofline_ns(stream, cpu, tier, ("did", "freq"))
+            roof = roofline_ns(s_, cpu, tier, ("did", "freq"))
             row = {"codec": codec, "query_type": qtype, "class": cls, "queries": len(cpu),
                    "cpu_ns_per_query": float(cpu.mean()),
-                   "blocks_per_query": float(stream.blocks.mean()),
+                   "blocks_per_query": float(s_.blocks.mean()),
                    "reference_drop_pct": ref, "reference_backend_ratio": ref_b}
             for tag, n in (("", cores), ("_one_core", 1)):
-                pred = predict(stream, cpu, place, machine=machine, cores=n)
+                pred = predict(s_, cpu, place, machine=machine, cores=n)
                 q0, q1 = pred["base"]["qps"], pred["pm"]["qps"]
                 drop = 100.0 * (1 - q1 / q0)
                 base_st = pred["base"]["stall_ns_per_query"]
@@ -164,6 +190,7 @@ def chapter6(indexes: dict, workloads: dict, *, machine=DEFAULT_MACHINE, cores: 
                             / base_st if base_st else float("nan")})
             row["drop_pct_roofline"] = 100.0 * float(roof.sum() / (cpu + roof).sum())
             row["cores"] = cores
+            row["stream"] = stream
             rows.append(row)
             if progress:
                 progress(codec, qtype, cls)
@@ -240,7 +267,7 @@ def chapter6_markdown(df: pd.DataFrame, **how) -> str:
 
 def run_chapter6(codecs, *, size: int, queries: int, seed: int = 0, work: Path,
                  keep: bool = False, machine=DEFAULT_MACHINE, cores: int = 24,
-                 reps: int = 3) -> pd.DataFrame:
+                 reps: int = 3, stream: str = "synthesised") -> pd.DataFrame:
     """Generate a corpus of `size` bytes, one index per codec and the AND H,
     AND M and SINGLE H workloads of `queries` queries in a scratch folder
     under `work` (removed unless keep), and run `chapter6` on them."""
@@ -270,8 +297,8 @@ def run_chapter6(codecs, *, size: int, queries: int, seed: int = 0, work: Path,
             workload_mod.generate(w, corpus=corpus, cls=cls, qtype=qtype, queries=queries,
                                   seed=seed)
             wls[(qtype, cls)] = w
-        return chapter6(idx, wls, machine=machine, cores=cores, reps=reps,
-                        progress=lambda *a: print("done", *a, file=sys.stderr))
+        return chapter6(idx, wls, machine=machine, cores=cores, reps=reps, stream=stream,
+                        scratch=tmp, progress=lambda *a: print("done", *a, file=sys.stderr))
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
