@@ -93,9 +93,15 @@ def section(stream, cpu_ns, tiers, *, machine="xeon-gold-6252n", cores: int = 1,
             row = {}
             for s in (*STRUCTURES, "all"):
                 extra = res[f"{spec}|{s}"].sum(axis=1)[q] - base[q]
+                st = res[f"{spec}|{s}"][q]
                 row[s] = {"extra_ns_per_query": float(extra.mean()),
                           "extra_ns_per_block": float(extra.sum() / blocks),
-                          "stall_ns_per_query": float(res[f"{spec}|{s}"].sum(axis=1)[q].mean())}
+                          "stall_ns_per_query": float(st.sum(axis=1).mean()),
+                          "stall_ns_per_block": float(st.sum() / blocks),
+                          # the stall by region (this placement; all regions on their tiers)
+                          "stall_ns_per_block_by_region": {
+                              r: float(v) for r, v in zip(memsim.regions(), st.sum(axis=0) / blocks)
+                              if v}}
             per_type[str(t)] = row
         out["tiers"][spec] = per_type
     return out
