@@ -108,3 +108,20 @@ def test_timing_refuses_unknown_regions_and_negative_cpu():
         memsim.Timing({}, cpu_ns_per_access=-1)
     with pytest.raises(TierlabError, match="a memory spec is needed|unknown device"):
         memsim.Timing({"did": "hdd-7200"})
+
+
+def test_any_record_is_taken(monkeypatch):
+    """Sizes 0..65535 (an access over 1,024 lines) and out-of-range regions
+    (counted as other): the output is the same in one call or in parts."""
+    rng = np.random.default_rng(7)
+    r = np.zeros(600, dtype=memsim.RECORD)
+    r["addr"] = rng.integers(0, 1 << 40, 600, dtype=np.uint64)
+    r["size"] = rng.choice([0, 1, 8, 63, 64, 65, 4096, 65535], 600)
+    r["kind"] = rng.integers(0, 2, 600)
+    r["region"] = rng.choice([0, 3, 7, 8, 255], 600)
+    whole = memsim.Filter("xeon-gold-6252n").run(r)
+    monkeypatch.setattr(memsim, "CHUNK", 1)
+    f = memsim.Filter("xeon-gold-6252n")
+    assert np.array_equal(whole, f.run(r))
+    assert f.counts()["other"]["accesses"] == int(np.isin(r["region"], [0, 8, 255]).sum())
+    assert set(np.unique(whole["region"])) <= {0, 3, 7}
