@@ -51,6 +51,13 @@ def test_model_chapter6_small(tmp_path, capsys):
     assert set(df["codec"]) == {"base", "pfor-delta256"} and len(df) == 6
     assert "| AND H, 24 cores share the DIMMs |" in (out / "chapter6.md").read_text()
     assert not list(out.glob("tierlab-chapter6-*"))  # the scratch folder went
+    # M by the reference's absolute posting counts: longer M lists than the relative class
+    out2 = tmp_path / "c6m"
+    assert main(["model", "chapter6", "--size", "2MB", "--queries", "5", "--codec", "base",
+                 "--m-class", "reference", "--reps", "1", "--out", str(out2)]) == 0
+    m_rel = df[(df["codec"] == "base") & (df["class"] == "M")]["blocks_per_query"].iloc[0]
+    m_abs = pd.read_csv(out2 / "chapter6.csv").query("`class` == 'M'")["blocks_per_query"].iloc[0]
+    assert m_abs > m_rel
 
 
 def test_query_costs_with_tiers(tiny, tmp_path, capsys, monkeypatch):

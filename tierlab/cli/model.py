@@ -245,6 +245,10 @@ def register_tiers(cmds) -> None:
                    help="the queries' memory accesses: synthesised from the index layout and "
                    "query counts, or recorded with the tracing build (`tierlab trace memory`; "
                    "made on first use, about a minute) (default: %(default)s)")
+    c.add_argument("--m-class", choices=["relative", "reference"], default="relative",
+                   help="AND M's terms: the class thresholds relative to this corpus's documents, "
+                   "or the reference's absolute posting counts (1,000 to 1 M postings), whose "
+                   "lists are as long as the reference's (default: %(default)s)")
     c.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default: 0)")
     c.add_argument("--work", metavar="DIR", help="scratch folder's parent (default: OUT)")
     c.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -290,10 +294,10 @@ def chapter6_cmd(args) -> int:
     df = tiers.run_chapter6(codecs, size=args.size, queries=args.queries, seed=args.seed,
                             work=Path(args.work) if args.work else out, keep=args.keep,
                             machine=args.machine, cores=args.cores, reps=args.reps,
-                            stream=args.stream)
+                            stream=args.stream, m_class=args.m_class)
     tiers.write_csv(df, out / "chapter6.csv")
     md = tiers.chapter6_markdown(df, size=args.size, queries=args.queries, cores=args.cores,
-                                 machine=args.machine, stream=args.stream)
+                                 machine=args.machine, stream=args.stream, m_class=args.m_class)
     tmp = out / f".chapter6.md.tmp-{__import__('os').getpid()}"
     tmp.write_text(md)
     tmp.replace(out / "chapter6.md")
