@@ -73,6 +73,7 @@ bench: venv build
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
 	$(BIN)/tierlab bench memtrace --out bench/results/memtrace.json --lackey-queries 3
+	$(BIN)/tierlab bench memsim --out bench/results/memsim.json
 	$(BIN)/pytest -q -m "slow or bench"
 
 # The SIMD StreamVByte peer of `tierlab bench codecs`: upstream's C library

@@ -77,6 +77,9 @@ HEAVY = {
                              "tierlab.experiments.reference.reference_costs"],
     ("validate",): ["tierlab.experiments.validate.run"],
     ("query", "costs"): ["tierlab.model.costs.measure", "tierlab.model.costs.default"],
+    ("bench", "memsim"): ["tierlab.experiments.bench.memsim.run"],
+    ("model", "chapter6"): ["tierlab.experiments.tiers.run_chapter6"],
+    ("model", "tiers"): ["tierlab.experiments.tiers.structure_grid"],
     # the tracing build, made on first use, takes a minute (tests/traces/ run it)
     ("trace", "memory"): ["tierlab.engine.memtrace.build"],
     ("bench", "memtrace"): ["tierlab.experiments.bench.memtrace.run"],
