@@ -1167,7 +1167,7 @@ def memory_section(table: "Costs", index, tiers, *, machine: str = "xeon-gold-62
         ext = ix.extents()
         documents = int(ix.info["docs"])
     postings = dict(zip(ext["term"], ext["postings"].astype(np.int64)))
-    with tempfile.TemporaryDirectory(prefix="tierlab-memcosts-") as tmp:
+    with scratch("memcosts") as tmp:
         paths = [Path(w) for w in workloads] if workloads else \
             [w.path for w in _generated_workloads(ext, documents, Path(tmp), queries, seed)]
         qs = [q for p in paths for q in read_queries(p)]

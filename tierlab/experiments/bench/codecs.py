@@ -59,8 +59,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import platform
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
