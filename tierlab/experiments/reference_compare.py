@@ -50,6 +50,9 @@ FULL_CACHE_PCT = 100
 COMMON = {"index": "reference", "slow_tier": "optane-dcpmm-g1", "passes": 2, "policy": "lru",
           "seed": 0, "cores": 1, "segment_bytes": 32768, "dram_budget_bytes": 50_000_000}
 CURVE = ["table", "device", "config", "query_type", "rp_pct"]  # one curve: p99 vs cache
+# the spec the model runs a reference device as: the HDD with its drive's read cache
+# (model/device.py DriveCache); `compare(devices=...)` overrides
+MODEL_DEVICES = {"hdd-7200": "hdd-7200-readcache"}
 
 
 def _read_one(path: Path) -> pd.DataFrame:
@@ -123,9 +126,12 @@ def load_reference(path: str | Path | None = None) -> pd.DataFrame:
     return ref
 
 
-def cell_doc(row, costs: str, queries: int) -> dict:
-    """The model run of one reference cell (module docstring)."""
-    return dict(COMMON, costs=costs, config=row["config"], device=row["device"],
+def cell_doc(row, costs: str, queries: int, devices: dict | None = None) -> dict:
+    """The model run of one reference cell (module docstring); its device
+    is the spec `devices` maps the table's device to (default MODEL_DEVICES)."""
+    devices = MODEL_DEVICES if devices is None else devices
+    return dict(COMMON, costs=costs, config=row["config"],
+                device=devices.get(row["device"], row["device"]),
                 cache_fraction=float(row["cache_pct"]) / 100.0,
                 workload={"type": row["query_type"], "class": "H", "queries": int(queries),
                           "rp": float(row["rp_pct"]) / 100.0})
@@ -138,19 +144,24 @@ def _model_cells(ref: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_cells(ref: pd.DataFrame, out: Path, *, costs: str, queries: int, workers: int,
-              progress: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+              progress: bool, devices: dict | None = None
+              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the model for every distinct cell of `ref` (a sweep into `out`);
     returns (`ref` with the model's columns, p99_model_s and the run's
-    metrics, joined on; the runs' cache_run rows)."""
+    metrics, joined on; the runs' cache_run rows, `device` the reference's
+    name and `model_device` the spec the model ran)."""
     from tierlab.experiments import sweep
 
-    docs = [cell_doc(r, costs, queries) for _, r in _model_cells(ref).iterrows()]
+    devices = MODEL_DEVICES if devices is None else devices
+    docs = [cell_doc(r, costs, queries, devices) for _, r in _model_cells(ref).iterrows()]
     cells = []
     for d in docs:
         cells += sweep.prepare(d, "reference comparison")[0]
     df = sweep.run(cells, out, workers, progress=progress)
     ids = {cid for cid, _ in cells}
     df = df[df["params"].map(lambda p: json.loads(p).get("cell_id") in ids)]
+    back = {v: k for k, v in devices.items()}  # the rows under the reference's device names
+    df = df.assign(model_device=df["device"], device=df["device"].map(lambda d: back.get(d, d)))
     return join(ref, df), df
 
 
@@ -211,7 +222,7 @@ def scaled_costs(costs, scales: dict[str, float], out_dir: Path) -> Path:
 
 
 def compare(ref: pd.DataFrame, out: Path, *, costs: str = "default", queries: int = 1000,
-            workers: int = 2, progress: bool = True, log=print
+            workers: int = 2, progress: bool = True, log=print, devices: dict | None = None
             ) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     """The whole protocol (module docstring): (cells, calibration, runs).
     cells is `ref` joined with the calibrated model's runs (`join`), runs
@@ -227,8 +238,9 @@ def compare(ref: pd.DataFrame, out: Path, *, costs: str = "default", queries: in
     full = ref[ref["cache_pct"] == FULL_CACHE_PCT]
     log(f"calibration: {len(_model_cells(full))} fully cached cells with the unscaled table "
         f"({base})")
+    devices = MODEL_DEVICES if devices is None else devices
     cal_cells, _ = run_cells(full, out / "calibration", costs=base, queries=queries,
-                          workers=workers, progress=progress)
+                             workers=workers, progress=progress, devices=devices)
     cal = calibrate(cal_cells)
     scales = {qt: c["scale"] for qt, c in cal.items()}
     path = scaled_costs(table, scales, out)
@@ -237,8 +249,9 @@ def compare(ref: pd.DataFrame, out: Path, *, costs: str = "default", queries: in
             f"model p99 over {c['cells']} fully cached cells, ratios {c['ratio_min']:.3f}-"
             f"{c['ratio_max']:.3f})")
     log(f"all {len(_model_cells(ref))} cells with {path}")
-    cells, runs = run_cells(ref, out / "model", costs=str(path), queries=queries, workers=workers,
-                      progress=progress)
+    cells, runs = run_cells(ref, out / "model", costs=str(path), queries=queries,
+                            workers=workers, progress=progress, devices=devices)
     calibration = {"base_costs": base, "calibrated_costs": str(path), "query_types": cal,
-                   "cells_used": "cache_pct == 100 only (both tables)"}
+                   "cells_used": "cache_pct == 100 only (both tables)",
+                   "model_devices": {d: devices.get(d, d) for d in sorted(ref["device"].unique())}}
     return cells, calibration, runs
