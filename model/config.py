@@ -94,6 +94,10 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
     v["index"] = _check_index(v["index"])
     v["workload"] = _check_workload(v["workload"])
     v["costs"] = _check_costs(v["costs"])
+    if v.get("machine"):
+        from tierlab.model.contention import load_machine
+
+        load_machine(v["machine"])  # an unknown name: one line naming the key
     return RunConfig(v, spec)
 
 
@@ -323,10 +327,17 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     p = dataclasses.replace(p, **{key: page_cost(key) for key in PAGE_COST_KEYS})
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
+    machine_spec = None
+    if v.get("machine"):
+        from tierlab.model.contention import load_machine
+
+        machine_spec = load_machine(v["machine"])
+
     def simulate(params, log=None):
         return sim.Simulation(meta, tr, params, costs, dev, tier if params.hybrid else None,
                               log=log, seed=v["seed"],
-                              drawn_wake_ups=v["wake_ups"] == "drawn").run()
+                              drawn_wake_ups=v["wake_ups"] == "drawn",
+                              machine_spec=machine_spec).run()
 
     s = simulate(p, log)
     m = s.metrics()
