@@ -99,6 +99,16 @@ def validate_cmd(args) -> int:
         print(f"parameter mismatch: {n}")
     print(f"wrote {grid.out}/measured.parquet, model.parquet, validation.csv, validation.md, "
           f"parity.png, summary.json")
+    if done.model_table is not None and len(done.model_table):
+        from tierlab.analysis.validation import PREDICTIVE
+
+        ids = set(done.model_table["row_id"])
+        pred = analyse(done.out / "predictive", done.measured[done.measured["row_id"].isin(ids)],
+                       done.model_table, done.twins, targets=PREDICTIVE)
+        print("\npredictive mode (the model with the cost table's CPU and the workload file, "
+              "nothing of the run replayed; targets median |QPS error| <= 10 %, p90 <= 25 %):")
+        print(pred["text"])
+        print(f"wrote {grid.out}/predictive/ (the same tables for predictive mode)")
     if done.failed:
         print(f"{len(done.failed)} row(s) failed in the runtime and are left out (a rerun "
               f"tries them again)", file=sys.stderr)
