@@ -65,6 +65,8 @@ bench: venv build
 	$(BIN)/tierlab bench integrity --out bench/results/integrity.json
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
+	rm -rf bench/results/reference-compare  # cells of an older model would be reused
+	$(BIN)/tierlab model reference --compare --out bench/results/reference-compare --no-progress > bench/results/reference-compare.txt
 	$(BIN)/pytest -q -m "slow or bench"
 
 clean:

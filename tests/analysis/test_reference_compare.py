@@ -170,3 +170,32 @@ def test_compare_command_errors_are_one_line(tmp_path, capsys):
     assert main(["model", "reference", "--compare", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.csv:2" in err[0]
+
+
+@pytest.mark.slow
+def test_compare_end_to_end_on_two_curves(tmp_path, capsys):
+    """The protocol at the reference's scale on one curve per table (Base
+    SINGLE RP 25 %: 16 cells, 2 calibration cells); the full 384 cells run in
+    `make bench` (bench/results/reference-compare)."""
+    from tierlab.cli import main
+
+    ref = rc.load_reference()
+    sub = ref[(ref["config"] == "base") & (ref["query_type"] == "single") &
+              (ref["rp_pct"] == 25)]
+    f = tmp_path / "two.csv"
+    back = {v: k for k, v in rc.CONFIG_NAMES.items()}
+    sub.assign(config=sub["config"].map(back), query_type="SINGLE").to_csv(f, index=False)
+    out = tmp_path / "o"
+    assert main(["model", "reference", "--compare", str(f), "--out", str(out),
+                 "--queries", "300", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "CPU calibration: SINGLE x" in text and "[20 ->" in text
+    cells = pd.read_csv(out / "cells.csv")
+    assert len(cells) == 16 and cells["p99_model_s"].notna().all()
+    s = json.loads((out / "summary.json").read_text())
+    assert s["calibration"]["model_devices"]["hdd-7200"] == "hdd-7200-readcache"
+    # the 100 % cells are where the CPU was calibrated: each within 2x of the measured
+    full = cells[cells["cache_pct"] == 100]
+    assert ((full["p99_model_s"] / full["p99_s"]).between(0.5, 2.0)).all()
+    for name in ("steps.csv", "trends.json", "table_8_1.png", "table_8_2.png"):
+        assert (out / name).stat().st_size > 0
