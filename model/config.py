@@ -118,10 +118,13 @@ def _check_index(x):
     if x.get("preset") is not None:
         if x["preset"] != "reference":
             raise TierlabError(f"index.preset: unknown preset '{x['preset']}'; known: reference")
-        extra = set(x) - {"preset", "seed", "materialise_min_postings"}
+        extra = set(x) - {"preset", "seed", "materialise_min_postings", "head"}
         if extra:
             raise TierlabError(f"index: unknown key '{sorted(extra)[0]}' for the reference preset "
-                               "(seed and materialise_min_postings may be set)")
+                               "(seed, materialise_min_postings and head may be set)")
+        if x.get("head", "zipf") not in indexmeta.HEADS:
+            raise TierlabError(f"index.head: {x['head']!r}; known: {', '.join(indexmeta.HEADS)} "
+                               f"(model/indexmeta.py)")
         return x
     st = {k: x[k] for k in x}
     indexmeta._check_stats(st)  # names the bad key
@@ -271,6 +274,9 @@ def _build_index(key: str):
     if "preset" in spec:
         st = dict(indexmeta.REFERENCE, seed=spec.get("seed", seed))
         name = "reference"
+        if spec.get("head") == "derived":
+            st.update(indexmeta.REFERENCE_DERIVED_HEAD)
+            name = "reference-derived-head"
         if spec.get("materialise_min_postings"):
             st["materialise_min_postings"] = spec["materialise_min_postings"]
     else:

@@ -30,6 +30,7 @@ def test_the_kept_tables_load_as_two_grids_of_192_cells():
     # the cell a model run is made of: the reference's setting
     d = rc.cell_doc(c.iloc[0], "costs.json", 1000)
     assert d["device"] == "hdd-7200-readcache" and d["cache_fraction"] == 0.1
+    assert d["index"] == {"preset": "reference", "head": "derived"}
     assert d["workload"] == {"type": "single", "class": "H", "queries": 1000, "rp": 0.5}
     assert rc.cell_doc(c.iloc[0], "c", 10, devices={})["device"] == "hdd-7200"
 

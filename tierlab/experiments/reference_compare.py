@@ -22,7 +22,8 @@ Protocol (issue 21 "The protocol"):
    by the geometric mean of the two scales) is written to OUT and every
    cell of both tables runs with it.
 Every cell is the setting of the reference (its README): the `reference`
-index, 1,000 generated H queries at the cell's RP, 2 passes with the warm
+index with the head derived from the reference's working sets (K ~ 1,800 H
+terms, model/indexmeta.py REFERENCE_DERIVED_HEAD), 1,000 generated H queries at the cell's RP, 2 passes with the warm
 second one reported, one core, 32 KiB segments, the configurations'
 default lookahead (16 fixed for base-prefetch, adaptive for hybrid-prefetch),
 a 50 MB DRAM budget for the hybrid ones, the Optane PM slow tier.
@@ -47,8 +48,9 @@ CONFIG_NAMES = {"Base": "base", "BasePrefetch": "base-prefetch", "Hybrid": "hybr
 QUERY_TYPES = {"AND": "and", "SINGLE": "single"}
 FULL_CACHE_PCT = 100
 # the reference's setting (module docstring); costs filled in by `cells`
-COMMON = {"index": "reference", "slow_tier": "optane-dcpmm-g1", "passes": 2, "policy": "lru",
-          "seed": 0, "cores": 1, "segment_bytes": 32768, "dram_budget_bytes": 50_000_000}
+COMMON = {"index": {"preset": "reference", "head": "derived"}, "slow_tier": "optane-dcpmm-g1",
+          "passes": 2, "policy": "lru", "seed": 0, "cores": 1, "segment_bytes": 32768,
+          "dram_budget_bytes": 50_000_000}
 CURVE = ["table", "device", "config", "query_type", "rp_pct"]  # one curve: p99 vs cache
 # the spec the model runs a reference device as: the HDD with its drive's read cache
 # (model/device.py DriveCache); `compare(devices=...)` overrides
