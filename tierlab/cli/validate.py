@@ -22,7 +22,10 @@ _HELP = paragraphs(
     "sequential bandwidth and parallelism with O_DIRECT, then reads of 4 KiB and "
     "readahead-sized runs through the runtime's own read path in a cgroup capped as each "
     "real row's page cache is, whose line that row's model gets). Nothing is fitted to the runtime results. The "
-    "runtime's segment cache lives in DRAM, which the model reads as ddr4-2666.",
+    "runtime's segment cache lives in DRAM, which the model reads as ddr4-2666. With cpu: "
+    "measured each row's model also runs in predictive mode (ROW/model-table: the workload "
+    "file and the cost table's CPU, nothing of the run replayed), scored apart into "
+    "OUT/predictive/ against median |QPS error| <= 10 % and p90 <= 25 %.",
     "GRID.yaml keys (any may be a list, and so may the keys of workload; rows = product): "
     "index (an index folder, or {generate: {size: 50MB, codec: pfor-delta256, seed: 0}} "
     "built once into OUT/index), workload ({type: [single, and], class: H, queries: 500, rp: "
