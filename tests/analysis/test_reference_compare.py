@@ -171,6 +171,10 @@ def test_compare_command_errors_are_one_line(tmp_path, capsys):
     assert main(["model", "reference", "--compare", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.csv:2" in err[0]
+    assert main(["model", "reference", "--compare", "--model-device", "hdd-7200",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "TABLE=SPEC" in err[0]
 
 
 @pytest.mark.slow

@@ -90,6 +90,10 @@ def register(sub) -> None:
     f.add_argument("--compare", nargs="?", const="", metavar="DIR",
                    help="compare with the reference's measured p99 tables instead (default: "
                         "the copy in the repository)")
+    f.add_argument("--model-device", action="append", default=[], metavar="TABLE=SPEC",
+                   help="with --compare: run the table device TABLE as spec SPEC (default: "
+                        "hdd-7200=hdd-7200-readcache; hdd-7200=hdd-7200 leaves the drive "
+                        "cache out)")
     f.add_argument("--no-progress", action="store_true", help="no progress bar")
     f.set_defaults(func=reference_cmd)
 
@@ -194,9 +198,16 @@ def compare_cmd(args, out: Path, progress: bool) -> int:
 
     ref = rc.load_reference(args.compare or None)
     output_dir(out, "--out")
+    devices = dict(rc.MODEL_DEVICES)
+    for m in args.model_device:
+        table_dev, _, spec = m.partition("=")
+        if not table_dev or not spec:
+            raise TierlabError(f"--model-device {m!r}: TABLE=SPEC, e.g. hdd-7200=hdd-7200")
+        devices[table_dev] = spec
     cells, calibration, runs = rc.compare(ref, out, costs=args.costs, queries=args.queries,
                                           workers=args.workers, progress=progress,
-                                          log=lambda m: print(m, file=sys.stderr))
+                                          log=lambda m: print(m, file=sys.stderr),
+                                          devices=devices)
     st = ana.steps(cells)
     stats = ana.statistics(cells, st)
     trends = {k: f(runs) for k, f in (("saturation", reference.saturation),
