@@ -74,6 +74,8 @@ bench: venv build
 	$(BIN)/tierlab bench model --out bench/results/model.json
 	$(BIN)/tierlab bench memtrace --out bench/results/memtrace.json --lackey-queries 3
 	$(BIN)/tierlab bench memsim --out bench/results/memsim.json
+	rm -rf bench/results/reference-compare  # cells of an older model would be reused
+	$(BIN)/tierlab model reference --compare --out bench/results/reference-compare --no-progress > bench/results/reference-compare.txt
 	$(BIN)/pytest -q -m "slow or bench"
 
 # The SIMD StreamVByte peer of `tierlab bench codecs`: upstream's C library

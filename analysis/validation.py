@@ -43,6 +43,11 @@ class Targets:
     min_cells: int = 48
 
 
+# predictive mode (the model with its cost table's CPU, nothing of the run replayed):
+# issue 21's targets on the emulated devices; the others as in replay mode
+PREDICTIVE = Targets(qps_median=0.10, qps_p90=0.25)
+
+
 def kendall_tau(a, b) -> float:
     """Kendall's tau-b of two equally long score vectors (ties handled); NaN
     when fewer than two items or one side is constant."""

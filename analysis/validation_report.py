@@ -29,22 +29,25 @@ def param_mismatches(measured, model) -> list[str]:
     return out
 
 
-def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
+def analyse(out, measured, model, twins=None, extra_notes=(), targets=None) -> dict:
     """Pair, summarise and write into folder `out` the tables
     (measured.parquet and model.parquet: cache_run; validation.csv: the
     schema's validation table), validation.md, the parity plot and
-    summary.json; return them with the printed text."""
+    summary.json; return them with the printed text. targets: the
+    validation.Targets scored against (default: replay mode's)."""
     from tierlab.analysis import validation as val
     from tierlab.traces.schema import write_table
 
+    targets = targets or val.Targets()
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     schema_cols = [c for c in measured.columns if c in columns("cache_run")]
     write_table("cache_run", measured[schema_cols], out / "measured.parquet")
     write_table("cache_run", model[schema_cols], out / "model.parquet")
     m, p = measured, model
     keys = val.PARAM_KEYS + ["cell", "row_id"]
     paired = val.pair(m, p, keys=keys)
-    summary, cells = val.summarise(paired, cell_keys=["cell"])
+    summary, cells = val.summarise(paired, targets, cell_keys=["cell"])
     # the runtime against itself: a second run of each row scored like the model
     if twins is not None:
         twins = val.pair(m[m["row_id"].isin(twins["row_id"])], twins, keys=keys)
@@ -58,7 +61,8 @@ def analyse(out, measured, model, twins=None, extra_notes=()) -> dict:
     # the same targets without the real device (emulated devices only), when both exist
     emulated = emulated_floor = None
     if (paired["device"] == REAL).any() and (paired["device"] != REAL).any():
-        emulated, _ = val.summarise(paired[paired["device"] != REAL], cell_keys=["cell"])
+        emulated, _ = val.summarise(paired[paired["device"] != REAL], targets,
+                                    cell_keys=["cell"])
         emulated_floor = floor_of(paired[paired["device"] != REAL])
     paired = paired.sort_values(["device", "query_type", "cache_bytes", "config"])
     write_table("validation", validation_table(paired), out / "validation.csv")

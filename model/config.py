@@ -107,6 +107,10 @@ def validate(doc: dict, where: str = "config") -> RunConfig:
     v["index"] = _check_index(v["index"])
     v["workload"] = _check_workload(v["workload"])
     v["costs"] = _check_costs(v["costs"])
+    if v.get("machine"):
+        from tierlab.model.contention import load_machine
+
+        load_machine(v["machine"])  # an unknown name: one line naming the key
     return RunConfig(v, spec)
 
 
@@ -127,10 +131,13 @@ def _check_index(x):
     if x.get("preset") is not None:
         if x["preset"] != "reference":
             raise TierlabError(f"index.preset: unknown preset '{x['preset']}'; known: reference")
-        extra = set(x) - {"preset", "seed", "materialise_min_postings"}
+        extra = set(x) - {"preset", "seed", "materialise_min_postings", "head"}
         if extra:
             raise TierlabError(f"index: unknown key '{sorted(extra)[0]}' for the reference preset "
-                               "(seed and materialise_min_postings may be set)")
+                               "(seed, materialise_min_postings and head may be set)")
+        if x.get("head", "zipf") not in indexmeta.HEADS:
+            raise TierlabError(f"index.head: {x['head']!r}; known: {', '.join(indexmeta.HEADS)} "
+                               f"(model/indexmeta.py)")
         return x
     st = {k: x[k] for k in x}
     indexmeta._check_stats(st)  # names the bad key
@@ -289,6 +296,9 @@ def _build_index(key: str):
     if "preset" in spec:
         st = dict(indexmeta.REFERENCE, seed=spec.get("seed", seed))
         name = "reference"
+        if spec.get("head") == "derived":
+            st.update(indexmeta.REFERENCE_DERIVED_HEAD)
+            name = "reference-derived-head"
         if spec.get("materialise_min_postings"):
             st["materialise_min_postings"] = spec["materialise_min_postings"]
     else:
@@ -345,10 +355,17 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     p = dataclasses.replace(p, **{key: page_cost(key) for key in PAGE_COST_KEYS})
     dev = specs.load(v["device"], kind="storage")
     tier = specs.load(v["slow_tier"], kind="memory")
+    machine_spec = None
+    if v.get("machine"):
+        from tierlab.model.contention import load_machine
+
+        machine_spec = load_machine(v["machine"])
+
     def simulate(params, log=None):
         return sim.Simulation(meta, tr, params, costs, dev, tier if params.hybrid else None,
                               log=log, seed=v["seed"], place_spec=tier,
-                              drawn_wake_ups=v["wake_ups"] == "drawn").run()
+                              drawn_wake_ups=v["wake_ups"] == "drawn",
+                              machine_spec=machine_spec).run()
 
     s = simulate(p, log)
     m = s.metrics()

@@ -39,6 +39,24 @@ Common Crawl, 160 GB of text, 160 M documents, 15.3 billion postings, a
 plus about one partial block per term); the Zipf exponent 1.1 is an
 assumption (it gives ~1,100 H terms holding about half of all postings).
 `check_reference` compares the synthesised totals with these numbers.
+
+The derived head (`{preset: reference, head: derived}`, the head of
+REFERENCE_DERIVED_HEAD; `tierlab model reference --compare` uses it). The
+Zipf head above has ~1,100 H terms (>= 1 M postings), ten of them in every
+document (44 MB lists), and its H lists' p99/mean is ~19. The reference
+states that AND H workloads touch ~56 % of the index's blocks and SINGLE H
+~31 %. The RP generator cycles through the class's terms (docs/workload.md):
+1,000 SINGLE queries at RP 0 draw min(1,000, K) distinct H terms and 1,000
+AND queries (two halves of K/2 terms) min(2,000, K); a ratio of 56 / 31 =
+1.8 then means K ~ 1,000 x 1.8 ~ 1,800 H terms (for K between 1,000 and
+2,000), far more than 1,100, with a flatter head. So df follows
+Zipf-Mandelbrot, min(N, floor(C (r + q)^-s)) (Mandelbrot's flattening of the
+top ranks): with s = 1.3 the shift q = 90 gives K = 1,793 and no term in
+every document (the largest list 51 M postings); the H lists' p99/mean is
+~8 and they hold ~41 % of the index's bytes. s = 1.3 is an assumption, the
+exponent of a scan (1.1-1.4) at which K ~ 1,800 keeps the mean block within
+2.5 % of 178 bytes (174) and the totals exact; s = 1.1 needs no q (and has
+no K of 1,800), and larger s push the mean block further off.
 """
 from __future__ import annotations
 
@@ -64,10 +82,14 @@ REFERENCE = {
     "freq_bits": 2.0,
     "block_postings": BLOCK_POSTINGS,
 }
+# The derived head (module docstring): Zipf-Mandelbrot exponent and shift
+REFERENCE_DERIVED_HEAD = {"zipf": 1.3, "zipf_shift": 90.0}
+HEADS = ("zipf", "derived")
 # What the reference reports, to check the synthesis against (docs/apcache.md).
 REFERENCE_TARGETS = {"postings": 15.3e9, "index_bytes": 20e9, "mean_block_bytes": 178.0}
 
 SYNTHETIC_KEYS = ("documents", "postings", "vocabulary", "zipf", "index_bytes", "freq_bits",
+                  "zipf_shift",
                   "block_postings", "materialise_min_postings", "seed")
 
 
@@ -149,18 +171,24 @@ def from_index(path: str | os.PathLike) -> IndexMeta:
 # --- synthesis --------------------------------------------------------------------
 
 class _Zipf:
-    """df(r) = min(N, max(1, floor(C r^-s))) for r = 1..V, summed in groups."""
+    """df(r) = min(N, max(1, floor(C (r + q)^-s))) for r = 1..V, summed in
+    groups; q = 0 is Zipf's law, q > 0 Mandelbrot's flattening of its head."""
 
-    def __init__(self, documents: int, vocabulary: int, s: float, C: float):
+    def __init__(self, documents: int, vocabulary: int, s: float, C: float, q: float = 0.0):
         self.N, self.V, self.s, self.C = float(documents), int(vocabulary), float(s), float(C)
+        self.q = float(q)
+
+    def ranks(self, k: float) -> int:
+        """How many ranks have C (r + q)^-s >= k (before the cap at N)."""
+        return max(0, int(math.floor((self.C / k) ** (1 / self.s) - self.q)))
 
     def head(self) -> np.ndarray:
         """df of the ranks with df >= _EXACT_DF, one entry per rank."""
-        n = min(self.V, int(math.floor((self.C / _EXACT_DF) ** (1 / self.s))))
+        n = min(self.V, self.ranks(_EXACT_DF))
         if self.N < _EXACT_DF:  # counted in the tail, capped at N
             n = 0
         r = np.arange(1, n + 1, dtype=np.float64)
-        return np.minimum(self.N, np.floor(self.C * r ** -self.s))
+        return np.minimum(self.N, np.floor(self.C * (r + self.q) ** -self.s))
 
     def tail(self) -> tuple[np.ndarray, np.ndarray]:
         """(k, count of ranks with df = k) for k = 1.._EXACT_DF-1, or for
@@ -169,7 +197,7 @@ class _Zipf:
         n = int(self.N)
         top = min(_EXACT_DF, n + 1) if n < _EXACT_DF else _EXACT_DF
         k = np.arange(1, top + 1, dtype=np.float64)  # one past the last bucket
-        upto = np.minimum(float(self.V), np.floor((self.C / k) ** (1 / self.s)))
+        upto = np.clip(np.floor((self.C / k) ** (1 / self.s) - self.q), 0.0, float(self.V))
         cnt = upto[:-1] - upto[1:]
         if n < _EXACT_DF:  # no term is in more than all documents
             cnt[-1] = upto[-2]
@@ -183,12 +211,12 @@ class _Zipf:
         (midpoint rule; each df there is >= _EXACT_DF, so the error is tiny)."""
         if self.N < _EXACT_DF:
             return 0.0
-        n = min(self.V, int(math.floor((self.C / _EXACT_DF) ** (1 / self.s))))
-        cap = min(n, int(math.floor((self.C / self.N) ** (1 / self.s))))
+        n = min(self.V, self.ranks(_EXACT_DF))
+        cap = min(n, self.ranks(self.N))
         if n - cap <= 1_000_000:
             r = np.arange(cap + 1, n + 1, dtype=np.float64)
-            return self.N * cap + float(np.floor(self.C * r ** -self.s).sum())
-        a, b, s = cap + 0.5, n + 0.5, self.s
+            return self.N * cap + float(np.floor(self.C * (r + self.q) ** -self.s).sum())
+        a, b, s = cap + 0.5 + self.q, n + 0.5 + self.q, self.s
         integral = self.C * (b ** (1 - s) - a ** (1 - s)) / (1 - s) if s != 1 else \
             self.C * math.log(b / a)
         return self.N * cap + integral - 0.5 * (n - cap)
@@ -198,24 +226,24 @@ class _Zipf:
         return float(self.head_sum() + (k * cnt).sum())
 
     @classmethod
-    def solve(cls, documents, vocabulary, s, postings) -> "_Zipf":
-        lo, hi = 0.0, math.log(float(postings)) + 40.0
-        if cls(documents, vocabulary, s, 1.0).total() > postings:
+    def solve(cls, documents, vocabulary, s, postings, q: float = 0.0) -> "_Zipf":
+        lo, hi = 0.0, math.log(float(postings)) + 40.0 + s * math.log1p(q)
+        if cls(documents, vocabulary, s, 1.0, q).total() > postings:
             raise TierlabError(f"index: vocabulary {vocabulary} needs at least that many postings "
                                f"(every term occurs once); postings is {postings}")
-        if cls(documents, vocabulary, s, math.exp(hi)).total() < postings:
+        if cls(documents, vocabulary, s, math.exp(hi), q).total() < postings:
             raise TierlabError(f"index: {postings} postings do not fit in {vocabulary} terms of "
                                f"at most {documents} documents each: raise vocabulary or documents")
         for _ in range(80):
             mid = (lo + hi) / 2
-            t = cls(documents, vocabulary, s, math.exp(mid)).total()
+            t = cls(documents, vocabulary, s, math.exp(mid), q).total()
             if abs(t - postings) <= 1e-7 * postings:
-                return cls(documents, vocabulary, s, math.exp(mid))
+                return cls(documents, vocabulary, s, math.exp(mid), q)
             if t > postings:
                 hi = mid
             else:
                 lo = mid
-        return cls(documents, vocabulary, s, math.exp(lo))
+        return cls(documents, vocabulary, s, math.exp(lo), q)
 
 
 def _check_stats(st: dict) -> dict:
@@ -225,6 +253,7 @@ def _check_stats(st: dict) -> dict:
             raise TierlabError(f"index: synthetic statistics need key '{key}'")
     out.setdefault("zipf", REFERENCE["zipf"])
     out.setdefault("freq_bits", REFERENCE["freq_bits"])
+    out.setdefault("zipf_shift", 0.0)
     out.setdefault("block_postings", BLOCK_POSTINGS)
     out.setdefault("seed", 0)
     unknown = sorted(set(out) - set(SYNTHETIC_KEYS))
@@ -237,6 +266,10 @@ def _check_stats(st: dict) -> dict:
                 or v > 2**63 - 1:
             raise TierlabError(f"index: '{key}' must be a whole number 1 .. 2^63 - 1, got {v!r}")
         out[key] = int(v)
+    q = out["zipf_shift"]
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not q >= 0:
+        raise TierlabError(f"index: 'zipf_shift' must be a number >= 0, got {q!r}")
+    out["zipf_shift"] = float(q)
     for key in ("zipf", "freq_bits"):
         v = out[key]
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
@@ -261,7 +294,7 @@ def synthesise(stats: dict, name: str = "custom") -> IndexMeta:
     st = _check_stats(stats)
     N, V, s = st["documents"], st["vocabulary"], st["zipf"]
     B, fbits = st["block_postings"], st["freq_bits"]
-    z = _Zipf.solve(N, V, s, st["postings"])
+    z = _Zipf.solve(N, V, s, st["postings"], st["zipf_shift"])
     head = z.head()
     k, cnt = z.tail()
     mmin = int(st.get("materialise_min_postings") or 1)
@@ -340,9 +373,11 @@ def synthesise(stats: dict, name: str = "custom") -> IndexMeta:
         stats=info)
 
 
-def reference(materialise_min_postings: int | None = None, seed: int = 0) -> IndexMeta:
-    """The APCache reference scale (module docstring)."""
-    st = dict(REFERENCE, seed=seed)
+def reference(materialise_min_postings: int | None = None, seed: int = 0,
+              head: str = "zipf") -> IndexMeta:
+    """The APCache reference scale (module docstring); head "derived": the
+    derived head (REFERENCE_DERIVED_HEAD)."""
+    st = dict(REFERENCE, seed=seed, **(REFERENCE_DERIVED_HEAD if head == "derived" else {}))
     if materialise_min_postings is not None:
         st["materialise_min_postings"] = materialise_min_postings
     return synthesise(st, name="reference")

@@ -162,10 +162,15 @@ class PageCache:
             first = int(m.page0[f][term]) * PAGE
             fbytes = m.file_bytes[f]
             base = shard * m.stride + (m.did_span if f else 0)
+            # where the host's stream of this term in this file ends (readahead
+            # included): a drive cache's read-ahead stops there (model/device.py)
+            last = chunks[-1]
+            stream_end = base + min(first + (last[0] + last[1]) * PAGE, fbytes)
             for c, k in chunks:
                 at = first + c * PAGE
                 # cursor order key: where in the term's own pages the read starts
-                requests.append((base + at, min(k * PAGE, fbytes - at), f, at, c / n))
+                requests.append((base + at, min(k * PAGE, fbytes - at), f, at, c / n,
+                                 stream_end))
         if interleave and len(requests) > 1:
             requests.sort(key=lambda r: (r[4], r[2]))
         if requests:

@@ -277,7 +277,8 @@ class Simulation:
 
     def __init__(self, index: IndexMeta, trace: Replay, params: Params, costs, device_spec,
                  tier_spec=None, *, log: list | None = None, cache_classes=None,
-                 seed: int = 0, drawn_wake_ups: bool = False, place_spec=None):
+                 seed: int = 0, drawn_wake_ups: bool = False, place_spec=None,
+                 machine_spec=None):
         if not isinstance(costs, CostModel):
             raise TierlabError(f"costs: a cost table (model/costs.py CostModel), not "
                                f"{type(costs).__name__}")
@@ -376,6 +377,11 @@ class Simulation:
         # and memory bandwidth: each query's CPU work takes longer (the table's
         # `cores` section, measured; tierlab.model.costs.core_costs)
         self.cpu_factor, self.cpu_factor_source = costs.cpu_factor(p.cores)
+        self.host_cpu_factor = None
+        if machine_spec is not None:  # derived from the machine (model/contention.py)
+            self.host_cpu_factor = (self.cpu_factor, self.cpu_factor_source)
+            self.cpu_factor, self.cpu_factor_source = self._machine_factor(
+                machine_spec, p, index, trace, total, tier_spec)
         total, decode = total * self.cpu_factor, decode * self.cpu_factor
         reps = p.passes
         self.cpu_fixed = np.tile(total - decode, reps).tolist()  # all but the decoding
@@ -422,6 +428,23 @@ class Simulation:
         self.acct = [Counters() for _ in range(p.passes)]
         self.shards = [Shard(self.env, self, c) for c in range(p.cores)]
         self.elapsed_ns = None
+
+    @staticmethod
+    def _machine_factor(machine, p: Params, index: IndexMeta, trace: Replay, cpu_ns,
+                        tier_spec) -> tuple[float, str]:
+        """model/contention.py's factor for this run's own traffic: the
+        compressed bytes of the blocks its queries decode (a term's bytes x
+        the share of its blocks decoded), all from DRAM in the base
+        configurations and from the slow tier in the hybrid ones (the upper
+        bound of each: a hybrid query reads a miss from the page cache)."""
+        from tierlab.model import contention
+
+        t = trace.term
+        share = trace.blocks_decoded / np.maximum(index.blocks[t], 1)
+        nbytes = float((share * index.term_bytes[t]).sum())
+        dram, slow = (0.0, nbytes) if p.hybrid else (nbytes, 0.0)
+        return contention.cpu_factor(machine, p.cores, dram, slow, float(np.sum(cpu_ns)),
+                                     tier_spec if p.hybrid else None)
 
     @staticmethod
     def _page_cache_bytes(p: Params) -> int:
@@ -547,7 +570,11 @@ class Simulation:
                 "device_reads_all_passes": self.device.reads,
                 "page_cache_keys": self.pagemap.nkeys,
                 "cores_cpu_factor": self.cpu_factor,
-                "cores_cpu_factor_source": self.cpu_factor_source}
+                "cores_cpu_factor_source": self.cpu_factor_source,
+                **({} if self.host_cpu_factor is None else {
+                    "cores_cpu_factor_host": self.host_cpu_factor[0],
+                    "cores_cpu_factor_host_source": "this host's cost table, not used: "
+                                                    + self.host_cpu_factor[1]})}
 
     def query_rows(self) -> dict:
         """cache_query columns (without run_id/source) of the reported pass."""

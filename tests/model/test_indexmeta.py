@@ -59,3 +59,37 @@ def test_bad_statistics():
     with pytest.raises(TierlabError, match="index_bytes"):
         im.synthesise({"documents": 1000, "postings": 10**6, "vocabulary": 1000,
                        "index_bytes": 1000})
+
+
+def test_zipf_shift_flattens_the_head_and_keeps_the_totals():
+    """Zipf-Mandelbrot (zipf_shift q > 0): the same totals, fewer postings at the
+    top ranks; q = 0 is the plain law."""
+    from tierlab.model import indexmeta as im
+
+    st = {"documents": 1_000_000, "postings": 50_000_000, "vocabulary": 200_000,
+          "index_bytes": 80_000_000, "materialise_min_postings": 10_000}
+    plain = im.synthesise(dict(st, zipf=1.3))
+    same = im.synthesise(dict(st, zipf=1.3, zipf_shift=0))
+    flat = im.synthesise(dict(st, zipf=1.3, zipf_shift=20))
+    assert plain.postings.tolist() == same.postings.tolist()
+    for m in (plain, flat):
+        assert abs(m.total_postings / 50_000_000 - 1) < 1e-6
+        assert abs(m.index_bytes / 80_000_000 - 1) < 1e-6
+    assert flat.postings.max() < plain.postings.max()
+    assert (flat.postings >= 10_000).sum() > (plain.postings >= 10_000).sum()
+    with pytest.raises(TierlabError, match="zipf_shift"):
+        im.synthesise(dict(st, zipf_shift=-1))
+
+
+def test_derived_head_has_about_1800_h_terms_none_in_every_document():
+    from tierlab.model import config as cfgmod
+    from tierlab.model import indexmeta as im
+
+    m = im.reference(materialise_min_postings=1_000_000, head="derived")
+    h = m.postings >= 1_000_000
+    assert 1_700 <= h.sum() <= 1_900  # 1,000 x 56 / 31 (module docstring)
+    assert m.postings.max() < m.documents
+    chk = im.check_reference(m, tolerance=0.025)
+    assert all(ok for _, _, ok in chk.values()), chk
+    with pytest.raises(TierlabError, match="index.head"):
+        cfgmod.validate({"index": {"preset": "reference", "head": "flat"}})

@@ -153,6 +153,21 @@ def test_tiny_grid_writes_every_output(tiny):
     assert md.count("| nvme-p4800x |") == 8
 
 
+def test_predictive_mode_runs_beside_the_replay_with_its_own_targets(tiny):
+    """Each row's model also runs in predictive mode (the workload file and the
+    cost table's CPU), scored into OUT/predictive against issue 21's targets."""
+    for r in (tiny / "rows").iterdir():
+        _, t = read_table(r / "model-table" / "cache_run.parquet")
+        prm = json.loads(t["params"].iloc[0])
+        assert "trace" not in prm["workload"] and prm["workload"].get("file")
+        _, p = read_table(r / "model" / "cache_run.parquet")
+        assert json.loads(p["params"].iloc[0])["workload"]["cpu"] == "measured"
+    s = json.loads((tiny / "predictive" / "summary.json").read_text())
+    assert s["rows"] == 8
+    assert s["targets"]["qps_median_abs_rel_error"]["threshold"] == "<= 0.1"
+    assert s["targets"]["qps_p90_abs_rel_error"]["threshold"] == "<= 0.25"
+
+
 def test_short_rows_keep_the_median_of_their_repeats(tiny):
     for r in (tiny / "rows").iterdir():
         rep = json.loads((r / "measured" / "repeats.json").read_text())

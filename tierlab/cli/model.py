@@ -40,7 +40,14 @@ _REF_HELP = paragraphs(
     "Prints the numbers behind each trend and whether it holds (computed from the results), "
     "writes OUT/trends.json and the figures (qps_vs_cache.png, lookahead.png, dram.png, "
     "multicore.png). Finished cells are kept: a rerun continues. A few minutes on 2 cores "
-    "(longer the first time: the cost table is measured once).")
+    "(longer the first time: the cost table is measured once).",
+    "--compare [DIR] runs instead the cells of the reference's measured p99 grids (Tables 8.1 "
+    "HDD and 8.2 NVMe of the APCache thesis; DIR a folder of their CSV files, default the copy "
+    "kept in tierlab/experiments/data/apcache-ch8): the CPU calibrated on the fully cached cells "
+    "only (one scale per query type, printed), then all cells with it; prints the cell table "
+    "with each curve's step from I/O-bound to CPU-bound [measured -> model], the error "
+    "statistics against issue 21's targets and the trends; writes OUT/cells.csv, steps.csv, "
+    "summary.json, trends.json and one figure per table. 384 runs: tens of minutes on 2 cores.")
 
 
 def register(sub) -> None:
@@ -81,6 +88,13 @@ def register(sub) -> None:
                    help="H queries per workload (default: %(default)s, the reference's)")
     f.add_argument("--costs", default="default", metavar="FILE|default",
                    help="cost table (default: this machine's, measured once and cached)")
+    f.add_argument("--compare", nargs="?", const="", metavar="DIR",
+                   help="compare with the reference's measured p99 tables instead (default: "
+                        "the copy in the repository)")
+    f.add_argument("--model-device", action="append", default=[], metavar="TABLE=SPEC",
+                   help="with --compare: run the table device TABLE as spec SPEC (default: "
+                        "hdd-7200=hdd-7200-readcache; hdd-7200=hdd-7200 leaves the drive "
+                        "cache out)")
     f.add_argument("--no-progress", action="store_true", help="no progress bar")
     f.set_defaults(func=reference_cmd)
     register_tiers(cmds)
@@ -154,6 +168,8 @@ def reference_cmd(args) -> int:
         raise TierlabError(f"--queries {args.queries}: at least 1")
     out = Path(args.out)
     progress = not args.no_progress and sys.stderr.isatty()
+    if args.compare is not None:
+        return compare_cmd(args, out, progress)
     g = reference.grids(args.queries, args.costs)
     tables = {}
     for name in ("main", "lookahead", "multicore"):
@@ -284,6 +300,7 @@ def tiers_cmd(args) -> int:
 
 def chapter6_cmd(args) -> int:
     from tierlab.core import registry
+    from tierlab.core.files import write_atomic
     from tierlab.core.values import output_dir
     from tierlab.experiments import tiers
 
@@ -300,9 +317,50 @@ def chapter6_cmd(args) -> int:
     tiers.write_csv(df, out / "chapter6.csv")
     md = tiers.chapter6_markdown(df, size=args.size, queries=args.queries, cores=args.cores,
                                  machine=args.machine, stream=args.stream, m_class=args.m_class)
-    tmp = out / f".chapter6.md.tmp-{__import__('os').getpid()}"
-    tmp.write_text(md)
-    tmp.replace(out / "chapter6.md")
+    write_atomic(out / "chapter6.md", md)
     print(md)
     print(f"wrote {out / 'chapter6.csv'}, {out / 'chapter6.md'}")
+    return 0
+
+
+def compare_cmd(args, out: Path, progress: bool) -> int:
+    """`model reference --compare`: the experiment runs the cells, analysis
+    makes the tables and figures."""
+    from tierlab.analysis import reference_compare as ana
+    from tierlab.core.files import write_atomic
+    from tierlab.core.values import output_dir
+    from tierlab.experiments import reference, reference_compare as rc
+
+    ref = rc.load_reference(args.compare or None)
+    output_dir(out, "--out")
+    devices = dict(rc.MODEL_DEVICES)
+    for m in args.model_device:
+        table_dev, _, spec = m.partition("=")
+        if not table_dev or not spec:
+            raise TierlabError(f"--model-device {m!r}: TABLE=SPEC, e.g. hdd-7200=hdd-7200")
+        devices[table_dev] = spec
+    cells, calibration, runs = rc.compare(ref, out, costs=args.costs, queries=args.queries,
+                                          workers=args.workers, progress=progress,
+                                          log=lambda m: print(m, file=sys.stderr),
+                                          devices=devices)
+    st = ana.steps(cells)
+    stats = ana.statistics(cells, st)
+    trends = {k: f(runs) for k, f in (("saturation", reference.saturation),
+                                      ("prefetch_hides_nvme", reference.prefetch_hides_nvme),
+                                      ("dram_saved", reference.dram_saved))}
+    summary = {"reference": str(args.compare or rc.DEFAULT_DIR), "calibration": calibration,
+               **stats}
+    paths = ana.write_tables(out, cells, st, summary)
+    write_atomic(out / "trends.json", json.dumps(trends, indent=1, default=str) + "\n")
+    paths += ana.plot_tables(cells, out)
+    for qt, c in calibration["query_types"].items():
+        print(f"CPU calibration: {qt.upper()} x {c['scale']:.4f} ({c['cells']} fully cached "
+              f"cells)")
+    print()
+    print(ana.format_cells(cells, st))
+    print()
+    print(ana.format_statistics(stats))
+    print()
+    print(reference.format_trends(trends))
+    print(f"wrote {', '.join(str(p) for p in paths)}, {out / 'trends.json'}")
     return 0

@@ -22,7 +22,10 @@ _HELP = paragraphs(
     "sequential bandwidth and parallelism with O_DIRECT, then reads of 4 KiB and "
     "readahead-sized runs through the runtime's own read path in a cgroup capped as each "
     "real row's page cache is, whose line that row's model gets). Nothing is fitted to the runtime results. The "
-    "runtime's segment cache lives in DRAM, which the model reads as ddr4-2666.",
+    "runtime's segment cache lives in DRAM, which the model reads as ddr4-2666. With cpu: "
+    "measured each row's model also runs in predictive mode (ROW/model-table: the workload "
+    "file and the cost table's CPU, nothing of the run replayed), scored apart into "
+    "OUT/predictive/ against median |QPS error| <= 10 % and p90 <= 25 %.",
     "GRID.yaml keys (any may be a list, and so may the keys of workload; rows = product): "
     "index (an index folder, or {generate: {size: 50MB, codec: pfor-delta256, seed: 0}} "
     "built once into OUT/index), workload ({type: [single, and], class: H, queries: 500, rp: "
@@ -99,6 +102,16 @@ def validate_cmd(args) -> int:
         print(f"parameter mismatch: {n}")
     print(f"wrote {grid.out}/measured.parquet, model.parquet, validation.csv, validation.md, "
           f"parity.png, summary.json")
+    if done.model_table is not None and len(done.model_table):
+        from tierlab.analysis.validation import PREDICTIVE
+
+        ids = set(done.model_table["row_id"])
+        pred = analyse(done.out / "predictive", done.measured[done.measured["row_id"].isin(ids)],
+                       done.model_table, done.twins, targets=PREDICTIVE)
+        print("\npredictive mode (the model with the cost table's CPU and the workload file, "
+              "nothing of the run replayed; targets median |QPS error| <= 10 %, p90 <= 25 %):")
+        print(pred["text"])
+        print(f"wrote {grid.out}/predictive/ (the same tables for predictive mode)")
     if done.failed:
         print(f"{len(done.failed)} row(s) failed in the runtime and are left out (a rerun "
               f"tries them again)", file=sys.stderr)

@@ -71,6 +71,9 @@ SMALL = [0.01, 0.02, 0.05, 0.1, 0.2]
 DEVICES = ["hdd-7200", "nvme-p4800x"]
 SSDS = ["sas-ssd", "nvme-p4800x"]
 SSD_EFFICIENCY_MAX = 0.9  # multicore: QPS(n) / (n QPS(1)) at the most cores, on the SSDs
+# the reference platform: the multicore grid derives core contention from it
+# (model/contention.py), not from this host's measured factor
+MACHINE = "apcache-2x-xeon-gold-6252n"
 
 COMMON = {"index": "reference", "slow_tier": "optane-dcpmm-g1", "passes": 2, "costs": "default",
           "policy": "lru", "seed": 0}
@@ -134,6 +137,7 @@ def grids(queries: int = 1000, costs="default") -> dict:
                  device=DEVICES, workload=dict(w, type=list(registry.query_types()), rp=0.25)),
         ],
         "multicore": dict(common, config=["base-prefetch", "hybrid-prefetch"], cores=[1, 2, 3, 4],
+                          machine=MACHINE,
                           cache_fraction=[0.05, 0.2], device=["hdd-7200"] + SSDS,
                           workload=dict(w, type="single", rp=0.25)),
     }

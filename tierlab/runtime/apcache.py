@@ -91,6 +91,9 @@ def _device(device: str) -> tuple[list[str], dict]:
     if device == specs.REAL:
         return [], {}
     spec = specs.load(device, kind="storage")
+    if spec.get("drive_cache_bytes") is not None:  # model/device.py DriveCache
+        raise TierlabError(f"device {device}: the runtime's emulated device has no drive read "
+                           f"cache (the spec's drive_cache_bytes); only the model runs it")
     args = []
     for key in DEVICE_KEYS:
         value = spec.get(key, 0.0)

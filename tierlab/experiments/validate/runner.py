@@ -255,14 +255,20 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
             raise
         _swap_in(tmp, d / "measured")
         (d / "failed.json").unlink(missing_ok=True)
-    if not (d / "model" / "cache_run.parquet").exists():
+    # the model replaying the measured CPU (cpu: measured), and, beside it, in
+    # predictive mode: the workload file with the cost table's CPU (TABLE_SIDE)
+    sides = [("model", d / "measured" / "cpu.trace" if cpu else None)]
+    if cpu:
+        sides.append((TABLE_SIDE, None))
+    for side, trace in sides:
+        if (d / side / "cache_run.parquet").exists():
+            continue
         from tierlab.traces.schema import read_table
 
         run = read_table(d / "measured" / "cache_run.parquet")[1].iloc[0]
         page_cap = int(run["dram_budget_bytes"]) if row.values["device"] == REAL else None
         # whether the runtime's threads spun before blocking (only when it pinned them)
         spin = json.loads(run["params"]).get("handoff_spin_ns")
-        trace = d / "measured" / "cpu.trace" if cpu else None
         if row.values["device"] == REAL and (d / "measured" / "device-probe.json").exists():
             own = _row_spec(d / "measured", real)
             real = replace(real, by_cap={**real.by_cap,
@@ -274,8 +280,13 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         tmp = d / f".model.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         cfgmod.write(res, tmp)
-        _swap_in(tmp, d / "model")
+        _swap_in(tmp, d / side)
     return True
+
+
+# a row's model run in predictive mode (the workload file, the cost table's CPU:
+# nothing measured in the run is replayed), next to its replay `model`
+TABLE_SIDE = "model-table"
 
 
 ROW_PROBE_READS = 300  # reads of each size through the runtime's path, before and after a real run
@@ -326,6 +337,22 @@ def collect(grid: Grid) -> tuple:
     if not meas:
         return None, None
     return pd.concat(meas, ignore_index=True), pd.concat(mod, ignore_index=True)
+
+
+def collect_side(grid: Grid, side: str = TABLE_SIDE):
+    """The cache_run rows of `side` (TABLE_SIDE: the predictive model runs)
+    of the finished rows that have one, with row_id and cell; None if none."""
+    import pandas as pd
+
+    from tierlab.traces.schema import read_table
+
+    acc = []
+    for r in grid.rows:
+        f = row_dir(grid.out, r) / side / "cache_run.parquet"
+        if is_done(grid.out, r) and f.exists():
+            df = read_table(f)[1]
+            acc.append(df.assign(row_id=r.id, cell=r.cell))
+    return pd.concat(acc, ignore_index=True) if acc else None
 
 
 def read_repeats(grid: Grid, row: Row) -> dict | None:
@@ -444,6 +471,7 @@ class Collected:
     twins: object
     notes: list
     failed: list
+    model_table: object = None  # the predictive runs (TABLE_SIDE), or None
     interrupted: bool = False
 
 
@@ -531,5 +559,7 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> Collected | None:
     notes += real_cap_notes(measured) + emulation_notes(measured) + spread_notes(grid)
     notes += [f"FAILED runtime run, row left out: {f}" for f in failed]
     return Collected(out=grid.out, measured=measured, model=model,
+                     model_table=collect_side(grid, TABLE_SIDE) if grid.cpu == "measured"
+                     else None,
                      twins=collect_twins(grid, measured), notes=notes, failed=failed,
                      interrupted=interrupted)
