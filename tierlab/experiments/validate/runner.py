@@ -218,21 +218,41 @@ def median_run(runs: list):
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
             real: RealDevice | None, index_bytes: int, progress=None, cpu: bool = True,
             repeats: int = 1, min_runs: int = 1) -> bool:
-    """The runtime run (`_measure`), then the model run, of one row, each written to its
-    folder at once (a temporary name renamed into place). A runtime run that
-    fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
-    tries it again. cpu: the model replays the CPU trace taken with the
-    kept runtime run (ROW/measured/cpu.trace), else the cost table."""
-    from tierlab.model import config as cfgmod
+    """The runtime run (`measure_row`), then the model run (`model_row`), of
+    one row, each written to its folder at once (a temporary name renamed
+    into place). A runtime run that fails (TierlabError) leaves
+    ROW/failed.json and returns False; a rerun tries it again. The workflow
+    (workflows/) runs the two halves as separate jobs."""
+    if not measure_row(row, out, index=index, workload=workload, real=real,
+                       index_bytes=index_bytes, progress=progress, cpu=cpu, repeats=repeats,
+                       min_runs=min_runs):
+        return False
+    model_row(row, out, index=index, workload=workload, costs=costs, costs_path=costs_path,
+              real=real, index_bytes=index_bytes, cpu=cpu)
+    return True
 
+
+def _row_folder(row: Row, out: Path) -> Path:
+    """ROW (row_dir) with its row.json, the temporaries of a killed run removed."""
     d = row_dir(out, row)
     d.mkdir(parents=True, exist_ok=True)
     (d / "row.json").write_text(json.dumps({"id": row.id, "cell": row.cell, **row.values,
                                             "workload": row.workload}, indent=1, default=str)
                                 + "\n")
-    cache = cache_bytes(row, index_bytes)
     # the temporaries of a validate killed by SIGKILL (tierlab.core.signals)
     signals.report(signals.remove_stale(d, TMP), "a killed validate")
+    return d
+
+
+def measure_row(row: Row, out: Path, *, index: Path, workload: Path,
+                real: RealDevice | None, index_bytes: int, progress=None, cpu: bool = True,
+                repeats: int = 1, min_runs: int = 1) -> bool:
+    """The runtime side of a row (`_measure`) into ROW/measured/, unless
+    already there; False (and ROW/failed.json) when the runtime failed.
+    cpu: a CPU trace is taken with each run (ROW/measured/cpu.trace) for the
+    model to replay."""
+    d = _row_folder(row, out)
+    cache = cache_bytes(row, index_bytes)
     if not (d / "measured" / "cache_run.parquet").exists():
         tmp = d / f".measured.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -255,6 +275,18 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
             raise
         _swap_in(tmp, d / "measured")
         (d / "failed.json").unlink(missing_ok=True)
+    return True
+
+
+def model_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
+              real: RealDevice | None, index_bytes: int, cpu: bool = True) -> None:
+    """The model side of a row into ROW/model/, unless already there: the
+    row's run spec with the parameters the runtime's kept run reported
+    (ROW/measured/, which must exist), replaying its CPU trace when cpu."""
+    from tierlab.model import config as cfgmod
+
+    d = _row_folder(row, out)
+    cache = cache_bytes(row, index_bytes)
     if not (d / "model" / "cache_run.parquet").exists():
         from tierlab.traces.schema import read_table
 
@@ -275,7 +307,6 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         shutil.rmtree(tmp, ignore_errors=True)
         cfgmod.write(res, tmp)
         _swap_in(tmp, d / "model")
-    return True
 
 
 ROW_PROBE_READS = 300  # reads of each size through the runtime's path, before and after a real run
@@ -523,13 +554,23 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> Collected | None:
         notes.append(f"this run: {len(todo)} row(s) in {time.time() - t_start:.0f} s; load "
                      f"average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (the "
                      f"runtime's QPS is timing-sensitive: other work on the CPUs slows it)")
+    done = finish(grid, notes, failed, interrupted)
+    if done is None and interrupted:
+        raise KeyboardInterrupt
+    return done
+
+
+def finish(grid: Grid, notes=(), failed=(), interrupted: bool = False) -> Collected | None:
+    """The finished rows of the grid under grid.out (`collect`) with their
+    noise floor's twins and the notes on how they ran (page-cache caps, late
+    emulation, spread), ready for analysis/validation_report.py; None when
+    no row has finished. The workflow's validation rule calls it too."""
     measured, model = collect(grid)
     if measured is None:
-        if interrupted:
-            raise KeyboardInterrupt
         return None
-    notes += real_cap_notes(measured) + emulation_notes(measured) + spread_notes(grid)
+    notes = list(notes) + real_cap_notes(measured) + emulation_notes(measured)
+    notes += spread_notes(grid)
     notes += [f"FAILED runtime run, row left out: {f}" for f in failed]
     return Collected(out=grid.out, measured=measured, model=model,
-                     twins=collect_twins(grid, measured), notes=notes, failed=failed,
+                     twins=collect_twins(grid, measured), notes=notes, failed=list(failed),
                      interrupted=interrupted)
