@@ -14,6 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: called from workflow rules
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter  # noqa: E402
 
 from tierlab.analysis.model_qps_vs_cache import CONFIG_ORDER, _save  # noqa: E402
 
@@ -49,6 +50,9 @@ def _by_device(runs, metrics, ylabels, path, title, log=(True,)) -> Path:
             if log[j % len(log)]:
                 ax.set_yscale("log")
             ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+            ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
+            ax.tick_params(axis="x", which="minor", labelsize=7)
             ax.set_title(f"{dev}: {ylabel}", fontsize=10)
             ax.set_xlabel("cache size (% of the index)")
             ax.set_ylabel(ylabel)
@@ -56,7 +60,7 @@ def _by_device(runs, metrics, ylabels, path, title, log=(True,)) -> Path:
     h, lab = axes[0][0].get_legend_handles_labels()
     fig.legend(h, lab, loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight() + 0.02, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 0.97))
     return _save(fig, path)
 
 
@@ -109,7 +113,7 @@ def plot_lookahead_timeline(runs, timelines, path) -> Path:
                     pct = 100.0 * cache / float(run["index_bytes"].iloc[0])
                     ax.plot(t["t_ns"] / 1e9, t["lookahead_queries"], ls=ls, marker=marker,
                             ms=3, lw=1, color=colours[c],
-                            label=f"{c}, cache {pct:.3g} % ({side})")
+                            label=f"{c}, cache {pct:.2g} % ({side})")
         ax.set_title(f"{dev}: lookahead over time", fontsize=10)
         ax.set_xlabel("time from run start (s)")
         ax.set_ylabel("queries ahead of the query thread")

@@ -2,7 +2,8 @@
 # (min_runs at least, CPU traces beside them) into validate/rows/ROW/measured/
 # (tierlab.experiments.validate.measure_row, what `tierlab validate` runs).
 # threads 2: a query thread and its prefetch worker; on a 2-core machine the
-# timed runs thus get the CPUs to themselves.
+# timed runs thus get the CPUs to themselves. On a cluster a group job runs
+# several cells in turn (profiles/slurm group-components).
 
 
 rule apcache:
@@ -18,6 +19,8 @@ rule apcache:
     benchmark:
         f"{R}/benchmarks/apcache/{{row}}.tsv"
     threads: 2
+    group:
+        "apcache"
     resources:
         mem_mb=2048,
         runtime=30,

@@ -30,6 +30,7 @@ def grid_doc() -> dict:
     the first codec's index and the workload of grid.query_type."""
     g = dict(config["grid"])
     qtype = g.pop("query_type", None)
+    g.pop("costs", None)  # the costs rule's (default is not a grid's)
     wl = dict(config["workload"])
     types = wl.get("type", "single")
     wl["type"] = qtype or (types[0] if isinstance(types, list) else types)

@@ -1,5 +1,7 @@
 # The model's calibration: the per-block CPU cost table of the cells' index
-# (tierlab query costs), or the cost table file the grid names.
+# (grid.costs measure: tierlab query costs INDEX), this machine's cached
+# default table (default: tierlab query costs --default, measured once), or
+# the cost table file the grid names.
 
 
 rule costs:
@@ -19,4 +21,6 @@ rule costs:
     shell:
         "if [ '{params.given}' = measure ]; then"
         f" {TL} query costs {{input}} --out {{output}} --quiet > {{log}} 2>&1;"
+        " elif [ '{params.given}' = default ]; then"
+        f" {TL} query costs --default --codec {CELL_CODEC} --out {{output}} --quiet > {{log}} 2>&1;"
         " else cp '{params.given}' {output}; fi"
