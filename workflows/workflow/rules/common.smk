@@ -54,6 +54,15 @@ ROWS = {r.id: r for r in GRID.rows}
 CELL_WORKLOAD = workload_name(GRID.rows[0].workload)
 
 
+def corpus_command() -> str:
+    c = config["corpus"]
+    if "generate" in c:
+        g = c["generate"]
+        return f"{TL} corpus generate --size {g.get('size', '12MB')} --seed {g.get('seed', 0)}"
+    files = " ".join(shlex.quote(str(f)) for f in c["ingest"]["files"])
+    return f"{TL} corpus ingest --format {c['ingest'].get('format', 'auto')} {files}"
+
+
 def row_workload(wildcards):
     return f"{R}/workloads/{workload_name(ROWS[wildcards.row].workload)}.queries"
 

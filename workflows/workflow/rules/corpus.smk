@@ -6,15 +6,7 @@ rule corpus:
     output:
         f"{R}/corpus/corpus.txt",
     params:
-        cmd=lambda wc: (
-            TL + " corpus generate --size {size} --seed {seed}".format(
-                size=config["corpus"]["generate"].get("size", "12MB"),
-                seed=config["corpus"]["generate"].get("seed", 0))
-            if "generate" in config["corpus"]
-            else TL + " corpus ingest --format {fmt} {files}".format(
-                fmt=config["corpus"]["ingest"].get("format", "auto"),
-                files=" ".join(map(str, config["corpus"]["ingest"]["files"])))
-        ),
+        cmd=corpus_command(),
     log:
         f"{R}/logs/corpus.log",
     benchmark:
