@@ -14,7 +14,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless: called from workflow rules
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FormatStrFormatter  # noqa: E402
+from matplotlib.ticker import FormatStrFormatter, NullLocator  # noqa: E402
 
 from tierlab.analysis.model_qps_vs_cache import CONFIG_ORDER, _save  # noqa: E402
 
@@ -30,12 +30,15 @@ def _by_device(runs, metrics, ylabels, path, title, log=(True,)) -> Path:
     """One row of panels per device, one column per metric: each
     configuration's curve over cache size (% of the index), the runtime
     solid and the model dashed in the same colour."""
-    d = runs.assign(cache_pct=100.0 * runs["cache_bytes"] / runs["index_bytes"])
+    # two significant digits: the model's index_bytes may count the files'
+    # headers, the runtime's not, and the same cell must share its x
+    pct = (100.0 * runs["cache_bytes"] / runs["index_bytes"]).map(lambda x: float(f"{x:.2g}"))
+    d = runs.assign(cache_pct=pct)
     devices = sorted(d["device"].unique())
     configs = _configs(d)
     colours = dict(zip(configs, plt.get_cmap("tab10").colors))
     fig, axes = plt.subplots(len(devices), len(metrics), squeeze=False,
-                             figsize=(5.0 * len(metrics), 3.6 * len(devices) + 0.8))
+                             figsize=(max(5.0 * len(metrics), 8.0), 3.6 * len(devices) + 0.8))
     for i, dev in enumerate(devices):
         for j, (metric, ylabel) in enumerate(zip(metrics, ylabels)):
             ax = axes[i][j]
@@ -50,9 +53,10 @@ def _by_device(runs, metrics, ylabels, path, title, log=(True,)) -> Path:
             if log[j % len(log)]:
                 ax.set_yscale("log")
             ax.set_xscale("log")
+            ax.set_xticks(sorted(sub["cache_pct"].unique()))
             ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-            ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
-            ax.tick_params(axis="x", which="minor", labelsize=7)
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
             ax.set_title(f"{dev}: {ylabel}", fontsize=10)
             ax.set_xlabel("cache size (% of the index)")
             ax.set_ylabel(ylabel)
