@@ -56,14 +56,16 @@ def test_cells_are_the_rows_of_tierlab_validate_on_the_same_grid(tmp_path):
     from tierlab.experiments import validate
 
     cfg = yaml.safe_load((WF / "config" / "config.yaml").read_text())
-    r = snakemake(tmp_path, "-n", "--quiet", "rules", "--configfile", WF / "config" / "config.yaml")
-    assert r.returncode == 0, r.stderr[-3000:]
-    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout + r.stderr, re.M))
+    r = snakemake(tmp_path, "-n", "--configfile", WF / "config" / "config.yaml")
+    assert r.returncode == 0, r.stdout[-3000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, re.M))
+    planned = set(re.findall(r"wildcards: row=([0-9a-f]+)", r.stdout))
     g = dict(cfg["grid"])
     g.pop("query_type")
     gen = cfg["corpus"]["generate"]
     grid = validate.parse({**g, "index": {"generate": {**gen, "codec": cfg["codecs"][0]}},
                            "workload": {**cfg["workload"], "type": "single"}})
+    assert planned == {row.id for row in grid.rows}
     assert int(jobs["apcache"]) == int(jobs["model"]) == len(grid.rows) == 24
     assert int(jobs["index"]) == len(cfg["codecs"])
 
