@@ -26,7 +26,7 @@ def cluster(tmp_path_factory):
     assert all(p.poll() is not None for p in c.procs.values())
 
 
-def test_tiny_config_runs_through_slurm(cluster, tmp_path):
+def test_tiny_config_runs_through_slurm(cluster, default_costs, tmp_path):
     t0 = time.monotonic()
     r = snakemake(tmp_path, "--profile", WF / "profiles" / "slurm",
                   "--configfile", WF / "config" / "tiny.yaml", env=cluster.env, timeout=420)
