@@ -8,15 +8,19 @@ JOBS     ?= 2
 # Debian packages the build, the tests and the peers need.
 DEB_PKGS := cmake make gcc g++ clang llvm libclang-rt-14-dev libstreamvbyte-dev \
             python3 python3-venv python3-dev pkg-config valgrind
+# Debian packages only the tests need: a one-node Slurm for the workflow's
+# cluster profile (tests/workflows/test_slurm.py) and Chromium to render its
+# report; a test whose package could not be installed is skipped, saying why.
+TEST_DEB_PKGS := slurm-wlm munge chromium
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN      := $(VENV)/bin
 NATIVE   := tierlab/_native
 
-.PHONY: all deps venv build memtrace test demo bench clean help peers bench-real
+.PHONY: all deps test-deps venv build memtrace test demo bench clean help peers bench-real
 all: build
 
 help:
-	@echo "make demo   install everything, run the codec benchmark on generated data"
+	@echo "make demo   install everything, run the workflow (workflows/) and print its report"
 	@echo "make test   run all tests (C unit, sanitizer and fuzz runs, Python)"
 	@echo "make bench  run the full benchmarks, JSON under bench/results/"
 	@echo "make peers  build upstream SIMD StreamVByte (crates.io) for bench codecs"
@@ -35,6 +39,14 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
+
+test-deps:
+	@missing=$$(for p in $(TEST_DEB_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages for the tests:" $$missing; \
+	  ( $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing ) \
+	    || echo "note: could not install $$missing; the tests that need them are skipped"; \
+	fi
 
 venv: deps $(BIN)/.installed
 
@@ -56,11 +68,15 @@ memtrace: venv
 
 # The sanitizer build and the fuzzers are built and run from pytest
 # (tests/kernels/), so `pytest` alone is the whole test suite.
-test: venv build
+test: venv build test-deps
 	$(BIN)/pytest -q
 
+# The whole pipeline on workflows/config/config.yaml (workflows/README.md),
+# then its HTML report; the last line printed is where the report is.
 demo: venv build
-	$(BIN)/tierlab bench codecs --out bench/results/codecs-demo.json --plot bench/results/codecs-demo.png
+	cd workflows && $(abspath $(BIN))/snakemake --profile profiles/local
+	cd workflows && $(abspath $(BIN))/snakemake --report results/demo/report.html > results/demo/logs/report.log 2>&1
+	@echo "report: $(CURDIR)/workflows/results/demo/report.html"
 
 # Full-size benchmarks; each writes JSON (and a plot) under bench/results/.
 # Then the tests marked slow or bench (pyproject.toml): the long runs and the

@@ -37,7 +37,7 @@ def plot_qps_vs_size(doc: dict, path, dpi: int = 130) -> Path:
     size_mb = doc["corpus"]["bytes"] / 1e6
 
     fig, axes = plt.subplots(len(types), len(classes), squeeze=False,
-                             figsize=(5.0 * len(classes), 4.2 * len(types) + 0.9))
+                             figsize=(max(5.0 * len(classes), 12.0), 4.2 * len(types) + 0.9))
     to_label = []
     for i, qtype in enumerate(types):
         for j, cls in enumerate(classes):

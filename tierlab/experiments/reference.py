@@ -344,9 +344,9 @@ def _cache_needed(curve, target):
     return math.inf
 
 
-def dram_saved(main) -> dict:
+def dram_saved(main, rp: float = 0.25) -> dict:
     rows, ok = [], True
-    for (dev, qt), g in main[main["rp"] == 0.25].groupby(["device", "query_type"]):
+    for (dev, qt), g in main[main["rp"] == rp].groupby(["device", "query_type"]):
         hp = g[g["config"] == "hybrid-prefetch"]
         base = _curve(g, config="base")
         if hp.empty or base.empty:

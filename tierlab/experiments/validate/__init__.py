@@ -87,8 +87,11 @@ validation.md, parity.png, summary.json.
 from tierlab.experiments.validate.device_probe import (
     host_caching_suspected, probe_device, runtime_line, runtime_reads, write_device_spec)
 from tierlab.experiments.validate.grid import Grid, Row, load, parse
-from tierlab.experiments.validate.runner import Collected, collect, run, run_row
+from tierlab.experiments.validate.inputs import term_source, workload_file
+from tierlab.experiments.validate.runner import (
+    Collected, collect, finish, measure_row, model_row, run, run_row)
 
-__all__ = ["Grid", "Row", "parse", "load", "run", "run_row", "collect", "Collected",
+__all__ = ["Grid", "Row", "parse", "load", "run", "run_row", "measure_row", "model_row",
+           "workload_file", "term_source", "collect", "finish", "Collected",
            "probe_device", "runtime_reads", "runtime_line", "write_device_spec",
            "host_caching_suspected"]

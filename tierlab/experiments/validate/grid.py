@@ -108,13 +108,14 @@ def _int(key: str, v, lo: int = 1) -> int:
     return values.whole(f"grid: {key}", v, lo)
 
 
-def _index(x) -> dict:
+def _index(x, check: bool = True) -> dict:
     if isinstance(x, (str, os.PathLike)):
         p = Path(x)
         from tierlab.engine.index import read_manifest
 
         try:
-            read_manifest(p)
+            if check:
+                read_manifest(p)
         except TierlabError as e:
             raise TierlabError(f"grid: index: {e}") from None
         return {"path": str(p)}
@@ -140,7 +141,9 @@ def _index(x) -> dict:
     return {"generate": out}
 
 
-def _workloads(w) -> list[dict]:
+def workloads_of(w) -> list[dict]:
+    """The workloads of a grid's `workload` mapping: the product of its lists, each
+    checked (tierlab.engine.workload.check_generator), defaults filled."""
     if not isinstance(w, dict):
         raise TierlabError(f"grid: workload: a mapping {{{', '.join(WORKLOAD_KEYS)}}}, got {w!r}")
     unknown = [k for k in w if k not in WORKLOAD_KEYS]
@@ -201,9 +204,10 @@ def _bad_la(x):
     raise TierlabError(f"grid: lookahead: default, adaptive or a number of queries >= 1, got {x!r}")
 
 
-def parse(doc, where: str = "grid") -> Grid:
+def parse(doc, where: str = "grid", check_index: bool = True) -> Grid:
     """Validate a grid document and expand it into rows; a TierlabError
-    names the bad key."""
+    names the bad key. check_index=False: an index folder is taken as named
+    (the workflow plans its rows before it builds the index)."""
     if not isinstance(doc, dict):
         raise TierlabError(f"{where}: a grid is a YAML mapping of keys to values or lists")
     unknown = [k for k in doc if k not in GRID_KEYS]
@@ -218,8 +222,8 @@ def parse(doc, where: str = "grid") -> Grid:
     if doc.get("cache_bytes") is None and doc.get("cache_fraction") is None:
         raise TierlabError(f"{where}: cache_fraction: give cache_fraction (of the index's DID + "
                            "freq bytes) or cache_bytes")
-    index = _index(doc["index"])
-    wls = _workloads(doc["workload"])
+    index = _index(doc["index"], check_index)
+    wls = workloads_of(doc["workload"])
     out = doc.get("out", DEFAULTS["out"])
     if not isinstance(out, (str, os.PathLike)):
         raise TierlabError(f"{where}: out: a folder, got {out!r}")

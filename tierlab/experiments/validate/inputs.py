@@ -47,14 +47,16 @@ def prepare_index(grid: Grid, log=print) -> Path:
     return idx
 
 
-def _term_table(grid: Grid, index: Path) -> tuple[dict, str]:
-    """workload.generate's source: the generated corpus, or a term table
-    written from the index's dictionary (postings; occurrences = postings)."""
+def term_source(grid: Grid, index: Path, corpus: Path | None = None,
+                folder: Path | None = None) -> tuple[dict, str]:
+    """workload.generate's source: the generated corpus (OUT/corpus/corpus.txt,
+    or `corpus`), or a term table written from the index's dictionary
+    (postings; occurrences = postings) into OUT/workloads/ (or `folder`)."""
     if "generate" in grid.index:
-        return {"corpus": grid.out / "corpus" / "corpus.txt"}, "corpus"
+        return {"corpus": corpus or grid.out / "corpus" / "corpus.txt"}, "corpus"
     from tierlab.engine.index import Index
 
-    table = grid.out / "workloads" / "index-terms.tsv"
+    table = Path(folder or grid.out / "workloads") / "index-terms.tsv"
     with Index(index) as ix:
         docs = int(ix.info["docs"])
         if not table.exists():
@@ -66,22 +68,26 @@ def _term_table(grid: Grid, index: Path) -> tuple[dict, str]:
 
 
 def prepare_workloads(grid: Grid, index: Path) -> dict:
-    """One query file per workload of the grid (tierlab.engine.workload.generate),
-    read by the runtime and the model alike: {name: path}."""
+    """One query file per workload of the grid (`workload_file`), read by the
+    runtime and the model alike: {name: path}."""
+    src, _ = term_source(grid, index)
+    return {workload_name(w): workload_file(grid.out / "workloads", w, src)
+            for w in grid.workloads()}
+
+
+def workload_file(folder: Path, w: dict, src: dict) -> Path:
+    """FOLDER/<workload_name>.queries of the workload w (type, class,
+    queries, rp, seed) from src (`corpus=` a generated corpus, or `terms=`
+    and `documents=`: tierlab.engine.workload.generate), unless it is there."""
     from tierlab.engine import workload as wl
 
-    src, _ = _term_table(grid, index)
-    d = grid.out / "workloads"
-    d.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for w in grid.workloads():
-        name = workload_name(w)
-        path = d / f"{name}.queries"
-        if not path.exists() or not wl.stats_path(path).exists():
-            wl.generate(path, cls=w["class"], qtype=w["type"], queries=w["queries"], rp=w["rp"],
-                        seed=w["seed"], **src)
-        out[name] = path
-    return out
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{workload_name(w)}.queries"
+    if not path.exists() or not wl.stats_path(path).exists():
+        wl.generate(path, cls=w["class"], qtype=w["type"], queries=w["queries"], rp=w["rp"],
+                    seed=w["seed"], **src)
+    return path
 
 
 def cpu_trace(index: Path, workload: Path, k: int, out: Path) -> None:

@@ -218,21 +218,41 @@ def median_run(runs: list):
 def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
             real: RealDevice | None, index_bytes: int, progress=None, cpu: bool = True,
             repeats: int = 1, min_runs: int = 1) -> bool:
-    """The runtime run (`_measure`), then the model run, of one row, each written to its
-    folder at once (a temporary name renamed into place). A runtime run that
-    fails (TierlabError) leaves ROW/failed.json and returns False; a rerun
-    tries it again. cpu: the model replays the CPU trace taken with the
-    kept runtime run (ROW/measured/cpu.trace), else the cost table."""
-    from tierlab.model import config as cfgmod
+    """The runtime run (`measure_row`), then the model run (`model_row`), of
+    one row, each written to its folder at once (a temporary name renamed
+    into place). A runtime run that fails (TierlabError) leaves
+    ROW/failed.json and returns False; a rerun tries it again. The workflow
+    (workflows/) runs the two halves as separate jobs."""
+    if not measure_row(row, out, index=index, workload=workload, real=real,
+                       index_bytes=index_bytes, progress=progress, cpu=cpu, repeats=repeats,
+                       min_runs=min_runs):
+        return False
+    model_row(row, out, index=index, workload=workload, costs=costs, costs_path=costs_path,
+              real=real, index_bytes=index_bytes, cpu=cpu)
+    return True
 
+
+def _row_folder(row: Row, out: Path) -> Path:
+    """ROW (row_dir) with its row.json, the temporaries of a killed run removed."""
     d = row_dir(out, row)
     d.mkdir(parents=True, exist_ok=True)
     (d / "row.json").write_text(json.dumps({"id": row.id, "cell": row.cell, **row.values,
                                             "workload": row.workload}, indent=1, default=str)
                                 + "\n")
-    cache = cache_bytes(row, index_bytes)
     # the temporaries of a validate killed by SIGKILL (tierlab.core.signals)
     signals.report(signals.remove_stale(d, TMP), "a killed validate")
+    return d
+
+
+def measure_row(row: Row, out: Path, *, index: Path, workload: Path,
+                real: RealDevice | None, index_bytes: int, progress=None, cpu: bool = True,
+                repeats: int = 1, min_runs: int = 1) -> bool:
+    """The runtime side of a row (`_measure`) into ROW/measured/, unless
+    already there; False (and ROW/failed.json) when the runtime failed.
+    cpu: a CPU trace is taken with each run (ROW/measured/cpu.trace) for the
+    model to replay."""
+    d = _row_folder(row, out)
+    cache = cache_bytes(row, index_bytes)
     if not (d / "measured" / "cache_run.parquet").exists():
         tmp = d / f".measured.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -255,24 +275,35 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
             raise
         _swap_in(tmp, d / "measured")
         (d / "failed.json").unlink(missing_ok=True)
-    # the model replaying the measured CPU (cpu: measured), and, beside it, in
-    # predictive mode: the workload file with the cost table's CPU (TABLE_SIDE)
+    return True
+
+
+def model_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_path: Path,
+              real: RealDevice | None, index_bytes: int, cpu: bool = True) -> None:
+    """The model side of a row, unless already there: the row's run spec with
+    the parameters the runtime's kept run reported (ROW/measured/, which must
+    exist). cpu: into ROW/model/ replaying the kept run's CPU trace, and
+    beside it, in predictive mode, into ROW/model-table/ (TABLE_SIDE) from
+    the workload file with the cost table's CPU; else ROW/model/ from the
+    cost table."""
+    from tierlab.model import config as cfgmod
+    from tierlab.traces.schema import read_table
+
+    d = _row_folder(row, out)
+    cache = cache_bytes(row, index_bytes)
     sides = [("model", d / "measured" / "cpu.trace" if cpu else None)]
     if cpu:
         sides.append((TABLE_SIDE, None))
     for side, trace in sides:
         if (d / side / "cache_run.parquet").exists():
             continue
-        from tierlab.traces.schema import read_table
-
         run = read_table(d / "measured" / "cache_run.parquet")[1].iloc[0]
         page_cap = int(run["dram_budget_bytes"]) if row.values["device"] == REAL else None
         # whether the runtime's threads spun before blocking (only when it pinned them)
         spin = json.loads(run["params"]).get("handoff_spin_ns")
         if row.values["device"] == REAL and (d / "measured" / "device-probe.json").exists():
             own = _row_spec(d / "measured", real)
-            real = replace(real, by_cap={**real.by_cap,
-                                                     real_page_cap(row, cache): own})
+            real = replace(real, by_cap={**real.by_cap, real_page_cap(row, cache): own})
         cfg = cfgmod.validate(_model_doc(row, cache, index, workload, costs_path, real,
                                          trace, page_cap, spin),
                               f"row {row.id}")
@@ -281,7 +312,6 @@ def run_row(row: Row, out: Path, *, index: Path, workload: Path, costs, costs_pa
         shutil.rmtree(tmp, ignore_errors=True)
         cfgmod.write(res, tmp)
         _swap_in(tmp, d / side)
-    return True
 
 
 # a row's model run in predictive mode (the workload file, the cost table's CPU:
@@ -551,15 +581,25 @@ def run(grid: Grid, *, progress: bool = True, log=None) -> Collected | None:
         notes.append(f"this run: {len(todo)} row(s) in {time.time() - t_start:.0f} s; load "
                      f"average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f} (the "
                      f"runtime's QPS is timing-sensitive: other work on the CPUs slows it)")
+    done = finish(grid, notes, failed, interrupted)
+    if done is None and interrupted:
+        raise KeyboardInterrupt
+    return done
+
+
+def finish(grid: Grid, notes=(), failed=(), interrupted: bool = False) -> Collected | None:
+    """The finished rows of the grid under grid.out (`collect`) with their
+    noise floor's twins and the notes on how they ran (page-cache caps, late
+    emulation, spread), ready for analysis/validation_report.py; None when
+    no row has finished. The workflow's validation rule calls it too."""
     measured, model = collect(grid)
     if measured is None:
-        if interrupted:
-            raise KeyboardInterrupt
         return None
-    notes += real_cap_notes(measured) + emulation_notes(measured) + spread_notes(grid)
+    notes = list(notes) + real_cap_notes(measured) + emulation_notes(measured)
+    notes += spread_notes(grid)
     notes += [f"FAILED runtime run, row left out: {f}" for f in failed]
     return Collected(out=grid.out, measured=measured, model=model,
                      model_table=collect_side(grid, TABLE_SIDE) if grid.cpu == "measured"
                      else None,
-                     twins=collect_twins(grid, measured), notes=notes, failed=failed,
+                     twins=collect_twins(grid, measured), notes=notes, failed=list(failed),
                      interrupted=interrupted)

@@ -1,0 +1,19 @@
+"""Rule apcache: the runtime side of one cell (validate.measure_row)."""
+import sys
+from pathlib import Path
+
+sys.stderr = sys.stdout = open(snakemake.log[0], "w", buffering=1)  # noqa: F821
+
+from tierlab.engine.index import postings_bytes  # noqa: E402
+from tierlab.experiments import validate  # noqa: E402
+
+sm = snakemake  # noqa: F821
+grid = validate.parse(sm.params.grid, "config: grid", check_index=False)
+row = next(r for r in grid.rows if r.id == sm.wildcards.row)
+index = Path(sm.input.index)
+if not validate.measure_row(row, grid.out, index=index, workload=Path(sm.input.workload),
+                            real=None, index_bytes=postings_bytes(index),
+                            cpu=grid.cpu == "measured", repeats=grid.repeats,
+                            min_runs=grid.min_runs):
+    failed = Path(sm.output[0]).parents[1] / "failed.json"
+    sys.exit(f"the runtime failed: {failed.read_text()}")
