@@ -32,15 +32,21 @@ GOLDEN_V3 = {
         "segment_cache_miss_rate_head_start", "qps_rel_error", "latency_p99_ns_rel_error",
         "latency_mean_ns_rel_error", "storage_bytes_read_rel_error", "page_cache_miss_rate_pp",
         "segment_cache_miss_rate_pp", "diagnosis"],
+    # v4 (issue 22) added sim_run
+    "sim_run": ["run_id", "source", "started_at", "tierlab_version", "spec", "tier", "stream",
+                "mode", "region", "reads", "writes", "read_latency_mean_ns",
+                "read_latency_p50_ns", "read_latency_p99_ns", "total_ns",
+                "read_bandwidth_bytes_per_s", "wall_s", "params"],
 }
 KEYS = {"run": ["run_id"], "query": ["run_id", "query_id"],
         "term": ["run_id", "query_id", "term_pos"], "cache_run": ["run_id"],
         "cache_query": ["run_id", "core", "query_id"],
-        "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"]}
+        "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"],
+        "sim_run": ["run_id", "mode", "region"]}
 
 
 def test_golden_columns():
-    assert schema.version() == 3
+    assert schema.version() == 4
     for table, cols in GOLDEN_V3.items():
         assert schema.arrow_schema(table).names == cols
     assert {t: schema.key(t) for t in schema.tables()} == KEYS

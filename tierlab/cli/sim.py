@@ -1,0 +1,152 @@
+"""`tierlab sim stream|generate|run`: a memory-side stream on Ramulator 2, gem5,
+VANS or the embedded timing model (tierlab.experiments.sims,
+docs/simulators.md)."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from tierlab.cli.args import paragraphs, positive_int, size
+
+_BACKEND_HELP = ("ramulator2, gem5, vans (external binaries: --binary or TIERLAB_RAMULATOR2, "
+                 "TIERLAB_GEM5, TIERLAB_VANS) or embedded (the in-tree timing model)")
+
+_GEN_DESC = paragraphs(
+    "Write what a simulator needs to replay a memory-side stream on the tier of SPEC, one "
+    "folder per mode: OUT/unloaded/ (one read outstanding: idle latency) and OUT/saturated/ "
+    "(requests offered as fast as the memory takes them: bandwidth).",
+    "ramulator2: a Ramulator 2.0 YAML (a JEDEC DDR4-2666 device for a DRAM spec; for other "
+    "tiers a DDR4 device with 256 B rows, 8 banks, refresh off and timings computed from the "
+    "spec) plus a SimpleO3 (unloaded) or LoadStoreTrace (saturated) trace. vans: a VANS "
+    "configuration and `0xADDR R|W|C` trace (pm specs only). gem5: run.py with a DDR4 and a "
+    "separate NVM controller (NVMInterface retuned from the spec) fed by a TrafficGen replaying "
+    "packets.trace (gem5's protobuf packet format, written by tierlab), and se.py for running "
+    "the static tierlab-kernels in SE mode on a gem5 with an ISA.",
+    "Every generated text file starts with a line naming the spec, the stream and the tierlab "
+    "version (Ramulator's trace readers take no comment line: their configuration names them). "
+    "docs/simulators.md has the derivations and the pitfalls.")
+
+_RUN_DESC = paragraphs(
+    "Generate the files (see `tierlab sim generate --help`), run the back-end in each mode "
+    "with its log kept in OUT/<mode>/<backend>.log, read its statistics back and write "
+    "OUT/sim_run.csv (traces/schema.yaml, source = the back-end): mean read latency (load to "
+    "use), reads, writes, simulated time, bandwidth, wall time.",
+    "The binary is --binary or the back-end's environment variable; a missing one is one line "
+    "and exit status 2. --backend embedded runs the in-tree timing model instead.")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sim", help="memory streams on Ramulator 2, gem5, VANS or the embedded "
+                       "timing model", description="Replay a memory-side stream (the cache "
+                       "filter's output, tierlab_mem_request records) on external memory "
+                       "simulators configured from a memory spec, or on the embedded model.")
+    cmds = p.add_subparsers(dest="command", metavar="COMMAND")
+    cmds.required = True
+
+    s = cmds.add_parser("stream", help="write a synthetic memory stream (sequential or random "
+                        "line reads)", description="Write COUNT line reads as a memory-side "
+                        "stream file (tierlab_mem_request records, tierlab.h): sequential from "
+                        "address 0, or random lines (seeded) in SPAN bytes. The reference "
+                        "streams of the cross-validation (docs/simulators.md).",
+                        epilog="example:\n  tierlab sim stream --pattern random --count 50000 "
+                        "--out random.memreq", formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--pattern", choices=("sequential", "random"), required=True)
+    s.add_argument("--count", type=positive_int, default=50_000, help="requests (default 50000)")
+    s.add_argument("--span", type=size, default=1 << 30,
+                   help="bytes the random lines are drawn from (default 1GiB)")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--gap", type=int, default=0,
+                   help="accesses served by the caches before each request (default 0)")
+    s.add_argument("--out", required=True, metavar="FILE", help="stream file to write")
+    s.set_defaults(func=run_stream)
+
+    for name, desc, func in (("generate", _GEN_DESC, run_generate), ("run", _RUN_DESC, run_run)):
+        c = cmds.add_parser(name, help=("write simulator configs and traces from a spec and a "
+                                        "stream" if name == "generate" else
+                                        "run a simulator back-end on a stream and read its "
+                                        "stats into sim_run"),
+                            description=desc, formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog=f"examples:\n  tierlab sim {name} --backend ramulator2 "
+                            "optane-dcpmm-g1 random.memreq --out sims/r2-optane\n"
+                            f"  TIERLAB_VANS=~/vans/bin/vans tierlab sim {name} --backend vans "
+                            "optane-dcpmm-g1 seq.memreq --out sims/vans")
+        c.add_argument("--backend", required=True,
+                       choices=("ramulator2", "gem5", "vans", "embedded") if name == "run"
+                       else ("ramulator2", "gem5", "vans"), help=_BACKEND_HELP)
+        c.add_argument("spec", metavar="SPEC", help="memory spec: a name in sim-configs/devices "
+                       "(tierlab list tiers) or a .yaml path")
+        c.add_argument("trace", metavar="TRACE", help="memory-side stream file "
+                       "(tierlab_mem_request records; `tierlab sim stream` makes synthetic ones)")
+        c.add_argument("--out", required=True, metavar="DIR", help="folder to write")
+        c.add_argument("--mode", choices=("unloaded", "saturated", "both"), default="both",
+                       help="unloaded (idle latency), saturated (bandwidth) or both (default)")
+        c.add_argument("--region", action="append", default=[], metavar="NAME",
+                       help="keep only the requests of these memory regions (repeatable or "
+                       "comma-separated: did,freq); default all")
+        c.add_argument("--reads-only", action="store_true",
+                       help="drop writebacks (mean read latency of reads alone)")
+        c.add_argument("--dram", default="ddr4-2666", metavar="SPEC",
+                       help="the DRAM spec whose random latency fixes the uncore latency "
+                       "(default ddr4-2666)")
+        if name == "run":
+            c.add_argument("--binary", metavar="PATH", help="the simulator binary (default: "
+                           "$TIERLAB_RAMULATOR2, $TIERLAB_GEM5 or $TIERLAB_VANS)")
+        c.set_defaults(func=func)
+
+
+def _modes(args):
+    return ("unloaded", "saturated") if args.mode == "both" else (args.mode,)
+
+
+def _regions(args):
+    from tierlab.experiments.sims.run import resolve_regions
+
+    return resolve_regions([x for r in args.region for x in r.split(",") if x.strip()])
+
+
+def run_stream(args) -> int:
+    from tierlab.core.values import output_file
+    from tierlab.engine.corpus import atomic_outputs
+    from tierlab.experiments.sims import stream
+
+    out = output_file(args.out, "--out")
+    recs = stream.synthetic(args.pattern, args.count, span_bytes=args.span, seed=args.seed,
+                            gap=args.gap)
+    with atomic_outputs(out) as (tmp,):
+        stream.write(tmp, recs)
+    print(f"{out}: {len(recs)} {args.pattern} line reads")
+    return 0
+
+
+def run_generate(args) -> int:
+    from tierlab.core.values import output_dir
+    from tierlab.experiments.sims import run
+
+    out = output_dir(args.out, "--out")
+    done = run.generate(args.backend, args.spec, args.trace, out, modes=_modes(args),
+                        regions=_regions(args), reads_only=args.reads_only, dram_name=args.dram)
+    for mode, paths in done.items():
+        print(f"{mode}: " + " ".join(str(p) for p in paths))
+    return 0
+
+
+def run_run(args) -> int:
+    from tierlab.core.values import output_dir
+    from tierlab.experiments.sims import embedded, run
+
+    out = output_dir(args.out, "--out")
+    rows = run.run(args.backend, args.spec, args.trace, out, modes=_modes(args),
+                   regions=_regions(args), reads_only=args.reads_only,
+                   binary_path=getattr(args, "binary", None), dram_name=args.dram,
+                   progress=run.progress_line, embedded=embedded.model())
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    for r in rows:
+        lat, bw = r["read_latency_mean_ns"], r["read_bandwidth_bytes_per_s"]
+        print(f"{r['source']} {r['spec']} {r['mode']} {r['region']}: {r['reads']} reads, "
+              f"mean read latency {'n/a' if math.isnan(lat) else f'{lat:.1f} ns'}, "
+              f"{r['total_ns'] / 1e3:.1f} us simulated, "
+              f"{'n/a' if math.isnan(bw) else f'{bw / 1e9:.2f} GB/s'}, {r['wall_s']:.2f} s wall")
+    print(f"{out / 'sim_run.csv'}")
+    return 0

@@ -1,0 +1,99 @@
+"""The embedded back-end: the in-tree tier-timing model (kernels/src/memsim/
+timing.c, tierlab.h "Tier-timing model") on the same stream and in the same
+two modes as the simulators, so `tierlab sim run --backend embedded` writes
+rows that compare one to one.
+
+- unloaded: one fill buffer and one outstanding request at the tier (every
+  read an epoch of its own: its idle latency), the core spending
+  CORE_CYCLE_NS per access the caches served (the request's gap);
+- saturated: no core time, as many fill buffers as the tier serves at once
+  (the spec's max_outstanding, else 64), the tier's whole read bandwidth.
+
+Mean read latency = latency_ns / reads of each region, total time = core time
++ stall; one row per region that has reads, plus `all`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tierlab.core import native
+from tierlab.core.errors import TierlabError
+from tierlab.experiments.sims import stream as st
+
+SATURATED_FILL_BUFFERS = 64
+
+
+def available() -> bool:
+    try:
+        _, lib = native.ffi_lib()
+        return hasattr(lib, "tierlab_timing_new")
+    except TierlabError:
+        return False
+
+
+def model():
+    """The embedded model as run.run wants it, or None when this build of
+    the kernels has no tier-timing model."""
+    return run if available() else None
+
+
+def _config(ffi, spec, mode: str, cycle_ns: float):
+    cfg = ffi.new("tierlab_timing_config *")
+    cfg.tiers = 1
+    cfg.line_bytes = st.LINE
+    for r in range(len(cfg.region_tier)):
+        cfg.region_tier[r] = 0
+        cfg.region_serial[r] = 0
+    outstanding = int(spec.get("max_outstanding", SATURATED_FILL_BUFFERS))
+    cfg.fill_buffers = 1 if mode == "unloaded" else max(outstanding, 1)
+    cfg.window_accesses = 1 if mode == "unloaded" else 1 << 30
+    cfg.cpu_ns_per_access = cycle_ns if mode == "unloaded" else 0.0
+    t = cfg.tier[0]
+    t.lat_seq_ns = spec["read_latency_seq_ns"]
+    t.lat_random_ns = spec["read_latency_random_ns"]
+    bw = spec.get("read_bandwidth_per_dimm_bytes_per_s") or spec["read_bandwidth_bytes_per_s"]
+    t.read_bytes_per_s = bw
+    t.write_bytes_per_s = spec.get("write_bandwidth_bytes_per_s") or bw
+    t.granule_bytes = max(st.LINE, int(spec["access_granularity_bytes"]))
+    t.buffer_granules = int(spec.get("device_buffer_bytes", 0)) // t.granule_bytes
+    t.max_outstanding = 1 if mode == "unloaded" else max(outstanding, 1)
+    return cfg
+
+
+def run(spec, recs: np.ndarray, mode: str, cycle_ns: float) -> dict:
+    """{region name or 'all': {reads, writes, read_latency_mean_ns, total_ns}}."""
+    ffi, lib = native.ffi_lib()
+    cfg = _config(ffi, spec, mode, cycle_ns)
+    handle = ffi.new("tierlab_timing **")
+    rc = lib.tierlab_timing_new(cfg, handle)
+    if rc != 0:
+        raise TierlabError(f"the timing model rejected the configuration of '{spec.name}' "
+                           f"(status {rc})")
+    try:
+        arr = np.ascontiguousarray(recs, dtype=st.DTYPE)
+        lib.tierlab_timing_run(handle[0], ffi.cast("tierlab_mem_request *", arr.ctypes.data),
+                               len(arr), 1, ffi.NULL, 0)
+        res = ffi.new("tierlab_timing_result *")
+        lib.tierlab_timing_get(handle[0], res)
+    finally:
+        lib.tierlab_timing_free(handle[0])
+    reads = list(res.reads)
+    lat = list(res.latency_ns)
+    total = res.cpu_ns + sum(res.stall_ns)
+    names = _names(len(reads))
+    out = {"all": {"reads": sum(reads), "writes": sum(res.writebacks), "total_ns": total,
+                   "read_latency_mean_ns": sum(lat) / sum(reads) if sum(reads) else math.nan}}
+    regions = [r for r in range(len(reads)) if reads[r]]
+    if len(regions) > 1:
+        for r in regions:
+            out[names[r]] = {"reads": reads[r], "writes": res.writebacks[r], "total_ns": total,
+                             "read_latency_mean_ns": lat[r] / reads[r]}
+    return out
+
+
+def _names(n: int) -> list[str]:
+    from tierlab.experiments.sims.run import regions_names
+
+    return regions_names(range(n))
