@@ -35,8 +35,8 @@ Two costs (docs/apcache.md "The four configurations", docs/tiers.md):
     bound, so the tier-minus-DRAM difference is an upper bound. (It would
     bind only if a 157-byte block decoded in under 1.5 ns, its streaming
     time at 105.6 GB/s.) DRAM as the slow tier costs exactly 0 extra.
-  * cxl-type3: +100 ns over DRAM per segment (an assumption, mid-point of
-    docs/tiers.md's +70..+150 ns); no single-thread figure either, so bw1 is
+  * cxl-type3: +190 ns over DRAM per segment (the middle of the +140..+250
+    ns Sun et al., MICRO 2023 measured); no single-thread figure either, so bw1 is
     its read_bandwidth_bytes_per_s (32 GB/s, one x8 link, an assumption).
     That overstates one thread's stream, so CXL's streaming cost here is
     a lower bound.

@@ -19,7 +19,8 @@ def test_every_shipped_spec_loads_with_sources():
 
 def test_extends_inherits_and_overrides():
     base, cxl = specs.load("ddr4-2666"), specs.load("cxl-type3")
-    assert cxl["write_latency_ns"] == base["write_latency_ns"]
+    assert cxl["access_granularity_bytes"] == base["access_granularity_bytes"]
+    assert cxl.source("interleave_bytes") == base.source("interleave_bytes")
     assert cxl["read_latency_random_ns"] > base["read_latency_random_ns"]
 
 
@@ -94,3 +95,37 @@ def test_a_new_storage_device_is_one_yaml_file(tmp_path, monkeypatch):
                             "workload": {"type": "single", "class": "H", "queries": 20}}))
     assert res.run["device"] == "slow-ssd"
     assert json.loads(res.run["params"])["device_spec"]["read_latency_ns"]["value"] == 90000
+
+
+def test_machine_specs_load_and_the_platform_extends_the_cpu():
+    from tierlab.core import registry
+
+    assert {"xeon-gold-6252n", "this-vm", "apcache-2x-xeon-gold-6252n"} <= set(registry.machines())
+    cpu, plat = specs.load("xeon-gold-6252n", kind="machine"), specs.load(
+        "apcache-2x-xeon-gold-6252n", kind="machine")
+    assert plat["sockets"] == 2 and cpu["sockets"] == 1
+    assert plat["llc_bytes"] == cpu["llc_bytes"] == 35.75 * 2**20
+    assert plat.memory == "ddr4-2666"
+    for name in registry.machines():
+        m = specs.load(name, kind="machine")
+        for level in ("l1d", "l2", "llc"):  # whole sets of whole lines
+            size, ways = m[f"{level}_bytes"], m[f"{level}_ways"]
+            assert size == 0 or (size / (ways * m["line_bytes"])).is_integer(), (name, level)
+        assert specs.load(m.memory, kind="memory")
+
+
+def test_memory_specs_carry_what_the_timing_model_reads():
+    from tierlab.core import registry
+
+    for name in ("ddr4-2666", "ddr5-4800", "optane-dcpmm-g1", "optane-dcpmm-g1-x6",
+                 "numa-remote-ddr4", "rdma-remote", "cxl-type3"):
+        assert name in registry.tiers()
+        s = specs.load(name, kind="memory")
+        for key in ("read_latency_seq_ns", "read_latency_random_ns", "write_latency_ns",
+                    "read_bandwidth_bytes_per_s", "write_bandwidth_bytes_per_s",
+                    "access_granularity_bytes", "device_buffer_bytes", "max_outstanding",
+                    "dimms"):
+            assert s.get(key) is not None and s.source(key).strip(), (name, key)
+    x6, one = specs.load("optane-dcpmm-g1-x6"), specs.load("optane-dcpmm-g1")
+    assert x6["read_bandwidth_bytes_per_s"] > 5 * one["read_bandwidth_bytes_per_s"]
+    assert x6["access_granularity_bytes"] == 256

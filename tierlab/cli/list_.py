@@ -1,8 +1,8 @@
-"""`tierlab list codecs|configs|policies|placement-tiers|query-types|tiers|devices|keys`:
+"""`tierlab list codecs|configs|policies|placement-tiers|query-types|tiers|devices|machines|keys`:
 print a registry (the names users type), read from where it is kept: the codec,
 configuration, policy, placement-tier and query-type registries of the C kernels
 (tierlab.core.registry), the specs of sim-configs/ (tierlab.core.specs) for tiers
-(memory specs) and devices (storage specs), and the run spec's keys."""
+(memory specs), devices (storage specs) and machines, and the run spec's keys."""
 from __future__ import annotations
 
 import os
@@ -83,6 +83,20 @@ def _devices() -> None:
             for s in _specs("storage")])
 
 
+def _machines() -> None:
+    """Machine specs (sim-configs/machines): what the cache filter and the
+    memory-tier model read."""
+    def kib(s, key):
+        return s.get(key, 0.0) / 1024
+
+    _table(["machine", "sockets", "cores_per_socket", "l1d_kib", "l2_kib", "llc_kib", "line",
+            "channels", "memory", "file"],
+           [[s.name, int(s["sockets"]), int(s["cores_per_socket"]), kib(s, "l1d_bytes"),
+             kib(s, "l2_bytes"), kib(s, "llc_bytes"), int(s["line_bytes"]),
+             int(s["memory_channels_per_socket"]), s.memory or "-", _file(s.path)]
+            for s in _specs("machine")])
+
+
 def _keys() -> None:
     from tierlab.core import runspec
 
@@ -101,6 +115,7 @@ def _keys() -> None:
 
 
 REGISTRIES = {"codecs": _codecs, "configs": _configs, "tiers": _tiers, "devices": _devices,
+              "machines": _machines,
               "policies": _policies, "placement-tiers": _placement_tiers,
               "query-types": _query_types, "keys": _keys}
 
@@ -108,8 +123,8 @@ REGISTRIES = {"codecs": _codecs, "configs": _configs, "tiers": _tiers, "devices"
 def register(sub) -> None:
     p = sub.add_parser("list", help="print a registry: the names users type",
                        description="Print one of tierlab's registries: codecs, APCache "
-                       "configurations, memory tiers and storage devices (the specs of "
-                       "sim-configs/, with their main numbers and file), cache policies, "
+                       "configurations, memory tiers, storage devices and machines (the "
+                       "specs of sim-configs/, with their main numbers and file), cache policies, "
                        "placement tiers, query types, the run spec's keys.")
     p.add_argument("what", choices=list(REGISTRIES), help="which registry")
     p.set_defaults(func=run)

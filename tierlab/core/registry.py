@@ -47,3 +47,11 @@ def tiers() -> tuple[str, ...]:
     from tierlab.core import specs
 
     return tuple(n for n in specs.names() if specs.load(n).kind == "memory")
+
+
+def machines() -> tuple[str, ...]:
+    """Machine specs: cache geometry, prefetchers, cores, memory channels
+    (sim-configs/machines, kind machine)."""
+    from tierlab.core import specs
+
+    return tuple(n for n in specs.names() if specs.load(n).kind == "machine")

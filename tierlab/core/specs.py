@@ -1,5 +1,10 @@
-"""Device and tier specs of sim-configs/ (one YAML file each), read by the SimPy
-model, the native runtime's emulated devices and the simulator back-ends.
+"""Device, tier and machine specs of sim-configs/ (one YAML file each), read by
+the SimPy model, the native runtime's emulated devices, the memory-tier model
+(cache filter and timing) and the simulator back-ends.
+
+Storage devices and memory tiers live in sim-configs/devices/, machines (cache
+geometry, prefetchers, cores, memory channels: kind `machine`) in
+sim-configs/machines/; names are unique across both folders.
 
 A spec is a mapping of numbers written as {value, source}; `extends: NAME`
 inherits every key of NAME that it does not set. `load()` returns a `Spec`
@@ -17,7 +22,7 @@ from pathlib import Path
 from tierlab.core.errors import TierlabError
 from tierlab.core.values import read_yaml
 
-KINDS = ("storage", "memory")
+KINDS = ("storage", "memory", "machine")
 # The device name of the index's own device: measured, not described by a spec
 # (the runtime reads it; `tierlab validate` probes it and writes a spec).
 REAL = "real"
@@ -27,8 +32,13 @@ REQUIRED = {
     "storage": {"read_bandwidth_bytes_per_s": 1.0, "read_latency_ns": 0.0, "queue_depth": 1.0},
     "memory": {"read_latency_seq_ns": 0.0, "read_latency_random_ns": 0.0,
                "read_bandwidth_bytes_per_s": 1.0, "access_granularity_bytes": 1.0},
+    "machine": {"cores_per_socket": 1.0, "sockets": 1.0, "line_bytes": 8.0,
+                "l1d_bytes": 1.0, "l1d_ways": 1.0, "l2_bytes": 0.0, "l2_ways": 0.0,
+                "llc_bytes": 0.0, "llc_ways": 0.0, "fill_buffers": 1.0,
+                "memory_channels_per_socket": 1.0, "channel_bandwidth_bytes_per_s": 1.0},
 }
-TEXT_KEYS = ("name", "kind", "tier", "extends", "description")
+# `memory` (machines): the memory spec of the machine's local DRAM.
+TEXT_KEYS = ("name", "kind", "tier", "extends", "description", "memory")
 
 
 def specs_dir() -> Path:
@@ -36,6 +46,11 @@ def specs_dir() -> Path:
     root = os.environ.get("TIERLAB_SIM_CONFIGS")
     base = Path(root) if root else Path(__file__).resolve().parents[2] / "sim-configs"
     return base / "devices"
+
+
+def machines_dir() -> Path:
+    """sim-configs/machines next to specs_dir() (kind machine)."""
+    return specs_dir().parent / "machines"
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,7 @@ class Spec:
     values: dict = field(repr=False)   # key -> float
     sources: dict = field(repr=False)  # key -> source text
     tier: str | None = None
+    memory: str | None = None  # machines: the memory spec of local DRAM
 
     def __getitem__(self, key: str) -> float:
         try:
@@ -64,21 +80,26 @@ class Spec:
         out = {"name": self.name, "kind": self.kind}
         if self.tier:
             out["tier"] = self.tier
+        if self.memory:
+            out["memory"] = self.memory
         out.update({k: {"value": v, "source": self.sources[k]} for k, v in self.values.items()})
         return out
 
 
 def names() -> list[str]:
-    return sorted(p.stem for p in specs_dir().glob("*.yaml"))
+    """Every spec name: devices and tiers, then machines."""
+    return sorted(p.stem for p in specs_dir().glob("*.yaml")) + \
+        sorted(p.stem for p in machines_dir().glob("*.yaml"))
 
 
 def _resolve(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml") and p.exists():
         return p
-    cand = specs_dir() / f"{name_or_path}.yaml"
-    if cand.exists():
-        return cand
+    for folder in (specs_dir(), machines_dir()):
+        cand = folder / f"{name_or_path}.yaml"
+        if cand.exists():
+            return cand
     known = ", ".join(names()) or "(none)"
     raise TierlabError(f"unknown device or tier spec '{name_or_path}'; known: {known} "
                        "(or give the path of a .yaml spec)")
@@ -131,12 +152,13 @@ def _load(path: Path, chain: tuple = ()) -> Spec:
         if values[key] < lo:
             raise TierlabError(f"{path}: key '{key}' must be at least {lo:g}, got {values[key]:g}")
     return Spec(name=str(doc.get("name", path.stem)), kind=kind, path=path, values=values,
-                sources=sources, tier=doc.get("tier"))
+                sources=sources, tier=doc.get("tier"),
+                memory=doc.get("memory", base.memory if parent is not None else None))
 
 
 def load(name_or_path: str, kind: str | None = None) -> Spec:
     """The spec called name (in sim-configs/devices) or at a .yaml path;
-    `kind` ('storage' or 'memory') is checked when given."""
+    `kind` ('storage', 'memory' or 'machine') is checked when given."""
     spec = _load(_resolve(str(name_or_path)).resolve())
     if kind is not None and spec.kind != kind:
         raise TierlabError(f"'{spec.name}' is a {spec.kind} spec; a {kind} spec is needed here")
