@@ -77,6 +77,8 @@ HEAVY = {
                              "tierlab.experiments.reference.reference_costs"],
     ("validate",): ["tierlab.experiments.validate.run"],
     ("query", "costs"): ["tierlab.model.costs.measure", "tierlab.model.costs.default"],
+    ("sim", "run"): ["tierlab.experiments.sims.run._run_binary",
+                     "tierlab.experiments.sims.embedded.run"],
 }
 # Commands that document exit status 1 (a result that disagrees, a failed row).
 STATUS_1 = {("bench", "pisa"), ("bench", "cache"), ("validate",)}

@@ -21,6 +21,7 @@ import numpy as np
 from tierlab.core import native
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.sims import stream as st
+from tierlab.experiments.sims.ramulator2 import dimm_bandwidth
 
 SATURATED_FILL_BUFFERS = 64
 
@@ -53,7 +54,7 @@ def _config(ffi, spec, mode: str, cycle_ns: float):
     t = cfg.tier[0]
     t.lat_seq_ns = spec["read_latency_seq_ns"]
     t.lat_random_ns = spec["read_latency_random_ns"]
-    bw = spec.get("read_bandwidth_per_dimm_bytes_per_s") or spec["read_bandwidth_bytes_per_s"]
+    bw = dimm_bandwidth(spec)
     t.read_bytes_per_s = bw
     t.write_bytes_per_s = spec.get("write_bandwidth_bytes_per_s") or bw
     t.granule_bytes = max(st.LINE, int(spec["access_granularity_bytes"]))

@@ -31,6 +31,7 @@ import numpy as np
 
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.sims import stream as st
+from tierlab.experiments.sims.ramulator2 import dimm_bandwidth
 
 NAME = "gem5"
 TICKS_PER_S = 10**12          # gem5's tick: 1 ps
@@ -139,8 +140,8 @@ def nvm_params(spec, uncore_ns: float) -> dict:
     if t_read <= 0:
         raise TierlabError(f"{spec.path}: random read latency too small for gem5's NVM "
                            f"interface (tREAD would be {t_read:.1f} ns)")
-    banks = max(1, math.ceil(spec["read_bandwidth_bytes_per_s"] * t_read * 1e-9 / st.LINE))
-    wbw = spec.get("write_bandwidth_bytes_per_s") or spec["read_bandwidth_bytes_per_s"]
+    banks = max(1, math.ceil(dimm_bandwidth(spec) * t_read * 1e-9 / st.LINE))
+    wbw = spec.get("write_bandwidth_bytes_per_s") or dimm_bandwidth(spec)
     t_write = banks * st.LINE / wbw * 1e9
     return {"tREAD": f"{t_read:.2f}ns", "tWRITE": f"{t_write:.2f}ns", "banks_per_rank": banks,
             "device_rowbuffer_size": f"{int(spec['access_granularity_bytes'])}B",

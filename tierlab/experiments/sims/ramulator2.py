@@ -71,8 +71,15 @@ def uncore_ns(dram) -> float:
     return dram["read_latency_random_ns"] - inside
 
 
+def dimm_bandwidth(spec) -> float:
+    """One DIMM's read bandwidth: read_bandwidth_per_dimm_bytes_per_s, else
+    read_bandwidth_bytes_per_s (a spec without DIMMs is one device)."""
+    return spec.get("read_bandwidth_per_dimm_bytes_per_s") or spec["read_bandwidth_bytes_per_s"]
+
+
 def device(spec, dram) -> dict:
-    """The Ramulator DDR4 device for `spec` and what the derivation predicts.
+    """The Ramulator DDR4 device of one DIMM of `spec` (one channel) and what
+    the derivation predicts.
     `dram` is the DRAM spec the tier is measured against (its random latency
     fixes the uncore latency). Returns {org, timing, channels, row_bytes, banks,
     predicted: {read_latency_seq_ns, read_latency_random_ns,
@@ -84,7 +91,7 @@ def device(spec, dram) -> dict:
     channel_peak = t["rate"] * 1e6 * BUS_BYTES
     notes = []
     if spec.tier == "dram":
-        channels = max(1, math.ceil(spec["read_bandwidth_bytes_per_s"] / channel_peak))
+        channels = 1  # one DIMM, like the tier devices and VANS
         org = {"preset": DRAM_ORG, "channel": channels, "rank": 1}
         timing = {"preset": JEDEC_PRESET, "nREFI": REFRESH_OFF_NREFI}
         n = dict(t)
@@ -111,7 +118,7 @@ def device(spec, dram) -> dict:
                                f"nCL {n['nCL']})")
         # Saturated sequential reads keep every bank cycling: bandwidth =
         # banks x row / tRC.
-        bw = spec["read_bandwidth_bytes_per_s"]
+        bw = dimm_bandwidth(spec)
         n_rc = math.ceil(banks * row / (bw * tck * 1e-9))
         n_ras_min = n["nRCD"] + (lines - 1) * t["nCCDL"] + t["nRTP"]
         n["nRAS"] = max(n_rc - t["nRP"], n_ras_min)
@@ -141,7 +148,7 @@ def device(spec, dram) -> dict:
         predicted["read_bandwidth_seq_bytes_per_s"] = min(peak, bank_bw)
         predicted["read_bandwidth_random_bytes_per_s"] = min(peak, bank_bw / lines)
         if bank_bw > channel_peak:
-            notes.append(f"the spec's {spec['read_bandwidth_bytes_per_s'] / 1e9:g} GB/s exceeds "
+            notes.append(f"the spec's {dimm_bandwidth(spec) / 1e9:g} GB/s exceeds "
                          f"one DDR4-2666 channel ({channel_peak / 1e9:.1f} GB/s): the bus caps it")
     else:
         predicted["read_bandwidth_seq_bytes_per_s"] = peak
@@ -186,21 +193,29 @@ def config(spec, dram, mode: str, trace_name: str, header: str, *, n_insts: int 
 
 def trace(recs: np.ndarray, mode: str) -> str:
     """The trace text: `LD|ST 0xADDR` lines (LoadStoreTrace, saturated) or
-    `GAP ADDR` / `GAP ADDR WBADDR` lines (SimpleO3, unloaded: a writeback rides
-    on the read before it, or on a zero-address read if none precedes it)."""
+    `GAP ADDR` / `GAP ADDR WBADDR` lines (SimpleO3, unloaded). SimpleO3 issues
+    a writeback only together with a load: a writeback rides on the read
+    before it when that read carries none, else on the next read; any left
+    at the end ride on loads of address 0."""
     addr = recs["addr"]
     if mode == "saturated":
         op = np.where(recs["kind"] == st.WRITEBACK, "ST", "LD")
         return "".join(f"{o} 0x{a:x}\n" for o, a in zip(op.tolist(), addr.tolist()))
-    out = []
+    out, free, pending = [], False, []
     for a, g, k in zip(addr.tolist(), recs["gap"].tolist(), recs["kind"].tolist()):
         if k == st.WRITEBACK:
-            if out and out[-1].count(" ") == 1:
-                out[-1] = f"{out[-1]} {a}"
+            if free and not pending:
+                out[-1] += f" {a}"
+                free = False
             else:
-                out.append(f"{g} 0 {a}")
+                pending.append(a)
+        elif pending:
+            out.append(f"{g} {a} {pending.pop(0)}")
+            free = False
         else:
             out.append(f"{g} {a}")
+            free = True
+    out.extend(f"0 0 {a}" for a in pending)
     return "".join(x + "\n" for x in out)
 
 

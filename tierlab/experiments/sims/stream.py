@@ -31,6 +31,7 @@ LINE = 64  # bytes per request: the cache line of the filter's machines
 # length in bytes (counting the magic); the records follow the header.
 MAGIC = b"TLMEMREQ"
 PATTERNS = ("sequential", "random")
+MAX_SYNTHETIC = 50_000_000  # 1.2 GB of records
 
 
 def read(path: str | os.PathLike) -> np.ndarray:
@@ -76,8 +77,14 @@ def synthetic(pattern: str, count: int, *, span_bytes: int = 1 << 30, seed: int 
     gap (accesses served by the caches in between)."""
     if pattern not in PATTERNS:
         raise TierlabError(f"--pattern: one of {', '.join(PATTERNS)}, got {pattern!r}")
-    if count < 1:
-        raise TierlabError(f"--count: at least 1, got {count}")
+    if not 1 <= count <= MAX_SYNTHETIC:
+        raise TierlabError(f"--count: 1..{MAX_SYNTHETIC}, got {count}")
+    if seed < 0:
+        raise TierlabError(f"--seed: a whole number >= 0, got {seed}")
+    if not 0 <= gap < 2**32:
+        raise TierlabError(f"--gap: 0..{2**32 - 1} accesses, got {gap}")
+    if span_bytes < LINE or base < 0 or base + span_bytes > 2**62:
+        raise TierlabError(f"--span: {LINE} bytes .. 2^62, got {span_bytes}")
     lines = max(1, span_bytes // LINE)
     recs = np.zeros(count, DTYPE)
     if pattern == "sequential":
