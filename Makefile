@@ -65,6 +65,7 @@ bench: venv build
 	$(BIN)/tierlab bench integrity --out bench/results/integrity.json
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
+	$(BIN)/tierlab sim compare --out bench/results/sims.json
 	$(BIN)/pytest -q -m "slow or bench"
 
 clean:

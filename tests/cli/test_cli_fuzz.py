@@ -79,6 +79,7 @@ HEAVY = {
     ("query", "costs"): ["tierlab.model.costs.measure", "tierlab.model.costs.default"],
     ("sim", "run"): ["tierlab.experiments.sims.run._run_binary",
                      "tierlab.experiments.sims.embedded.run"],
+    ("sim", "compare"): ["tierlab.experiments.sims.compare.compare"],
 }
 # Commands that document exit status 1 (a result that disagrees, a failed row).
 STATUS_1 = {("bench", "pisa"), ("bench", "cache"), ("validate",)}

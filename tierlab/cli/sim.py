@@ -94,6 +94,29 @@ def register(sub) -> None:
                            "$TIERLAB_RAMULATOR2, $TIERLAB_GEM5 or $TIERLAB_VANS)")
         c.set_defaults(func=func)
 
+    k = cmds.add_parser("compare", help="cross-validate the embedded model against the "
+                        "simulators at hand (JSON)", description=paragraphs(
+                            "Run the same streams on the embedded timing model and on every "
+                            "simulator whose binary is set (TIERLAB_RAMULATOR2, TIERLAB_VANS, "
+                            "TIERLAB_GEM5), for each --spec, unloaded and saturated; compare the "
+                            "embedded model's mean read latency, total time and bandwidth with "
+                            "each simulator's, and its wall time (targets of issue 22: 10 % of "
+                            "Ramulator 2, 15 % of VANS, 20x faster than Ramulator 2).",
+                            "Streams: sequential and random line reads (--count each) plus every "
+                            "--stream NAME=FILE (e.g. a filtered AND H query stream). Back-ends "
+                            "that cannot run are named in the JSON with the reason."),
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  tierlab sim compare --out bench/results/sims.json")
+    k.add_argument("--spec", action="append", default=[], metavar="SPEC",
+                   help="memory spec (repeatable; default ddr4-2666 and optane-dcpmm-g1)")
+    k.add_argument("--stream", action="append", default=[], metavar="NAME=FILE",
+                   help="another stream to run (repeatable)")
+    k.add_argument("--count", type=positive_int, default=20_000,
+                   help="requests of the synthetic streams (default 20000)")
+    k.add_argument("--work", metavar="DIR", help="folder for the runs (default: next to --out)")
+    k.add_argument("--out", required=True, metavar="FILE.json", help="JSON to write")
+    k.set_defaults(func=run_compare)
+
 
 def _modes(args):
     return ("unloaded", "saturated") if args.mode == "both" else (args.mode,)
@@ -149,4 +172,42 @@ def run_run(args) -> int:
               f"{r['total_ns'] / 1e3:.1f} us simulated, "
               f"{'n/a' if math.isnan(bw) else f'{bw / 1e9:.2f} GB/s'}, {r['wall_s']:.2f} s wall")
     print(f"{out / 'sim_run.csv'}")
+    return 0
+
+
+def run_compare(args) -> int:
+    from pathlib import Path
+
+    from tierlab.core.errors import TierlabError
+    from tierlab.core.values import output_dir, output_file
+    from tierlab.engine.corpus import atomic_outputs
+    from tierlab.experiments.sims import compare, run
+
+    out = output_file(args.out, "--out")
+    work = output_dir(args.work or out.with_name(out.stem + "-runs"), "--work")
+    streams = compare.default_streams(Path(work) / "streams", args.count)
+    for s in args.stream:
+        name, sep, path = s.partition("=")
+        if not sep or not name or not Path(path).is_file():
+            raise TierlabError(f"--stream: NAME=FILE with an existing file, got {s!r}")
+        streams[name] = Path(path)
+    doc = compare.compare(args.spec or ["ddr4-2666", "optane-dcpmm-g1"], streams, Path(work),
+                          progress=run.progress_line)
+    with atomic_outputs(out) as (tmp,):
+        tmp.write_text(compare.dumps(doc))
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    for b, why in doc["config"]["not_run"].items():
+        print(f"not run: {b}: {why}")
+    for c in doc["comparisons"]:
+        def pct(k):
+            v = c.get(k)
+            return "n/a" if v is None or math.isnan(v) else f"{100 * v:+.1f} %"
+        sp = c.get("speedup")
+        print(f"{c['spec']} {c['stream']} embedded vs {c['against']}: latency {pct('latency_rel_error')}, "
+              f"total {pct('total_time_rel_error')}, bandwidth {pct('bandwidth_rel_error')}"
+              + (f", {sp:.0f}x faster" if sp else ""))
+    for e in doc["errors"]:
+        print(f"error: {e}", file=sys.stderr)
+    print(out)
     return 0
