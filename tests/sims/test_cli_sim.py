@@ -149,3 +149,13 @@ def test_embedded(tmp_path, capsys):
     assert rc == 0, err
     df = pd.read_csv(tmp_path / "o/sim_run.csv").set_index("mode")
     assert df.loc["unloaded", "read_latency_mean_ns"] == pytest.approx(305.0, rel=0.05)
+
+
+def test_trace_inspect_summarises_sim_run(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert _run(capsys, "sim", "run", "--backend", "vans", "--binary", str(_fake_vans(tmp_path)),
+                "optane-dcpmm-g1", str(write_mixed(tmp_path)), "--out", str(out),
+                "--mode", "unloaded")[0] == 0
+    rc, text, err = _run(capsys, "trace", "inspect", str(out / "sim_run.csv"))
+    assert rc == 0, err
+    assert "sim_run: 1 rows (source: vans)" in text and "mean read latency" in text
