@@ -8,6 +8,7 @@ import math
 import sys
 
 from tierlab.cli.args import paragraphs, positive_int, size
+from tierlab.experiments.sims import BACKENDS, GENERATORS, MODES
 
 _BACKEND_HELP = ("ramulator2, gem5, vans (external binaries: --binary or TIERLAB_RAMULATOR2, "
                  "TIERLAB_GEM5, TIERLAB_VANS) or embedded (the in-tree timing model)")
@@ -72,14 +73,13 @@ def register(sub) -> None:
                             f"  TIERLAB_VANS=~/vans/bin/vans tierlab sim {name} --backend vans "
                             "optane-dcpmm-g1 seq.memreq --out sims/vans")
         c.add_argument("--backend", required=True,
-                       choices=("ramulator2", "gem5", "vans", "embedded") if name == "run"
-                       else ("ramulator2", "gem5", "vans"), help=_BACKEND_HELP)
+                       choices=BACKENDS if name == "run" else GENERATORS, help=_BACKEND_HELP)
         c.add_argument("spec", metavar="SPEC", help="memory spec: a name in sim-configs/devices "
                        "(tierlab list tiers) or a .yaml path")
         c.add_argument("trace", metavar="TRACE", help="memory-side stream file "
                        "(tierlab_mem_request records; `tierlab sim stream` makes synthetic ones)")
         c.add_argument("--out", required=True, metavar="DIR", help="folder to write")
-        c.add_argument("--mode", choices=("unloaded", "saturated", "both"), default="both",
+        c.add_argument("--mode", choices=MODES + ("both",), default="both",
                        help="unloaded (idle latency), saturated (bandwidth) or both (default)")
         c.add_argument("--region", action="append", default=[], metavar="NAME",
                        help="keep only the requests of these memory regions (repeatable or "
@@ -119,7 +119,7 @@ def register(sub) -> None:
 
 
 def _modes(args):
-    return ("unloaded", "saturated") if args.mode == "both" else (args.mode,)
+    return MODES if args.mode == "both" else (args.mode,)
 
 
 def _regions(args):

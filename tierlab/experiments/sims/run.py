@@ -28,12 +28,9 @@ import numpy as np
 from tierlab import __version__
 from tierlab.core import signals, specs
 from tierlab.core.errors import TierlabError
-from tierlab.experiments.sims import gem5, ramulator2, stream as st, vans
+from tierlab.experiments.sims import BACKENDS, ENV, MODES, gem5, ramulator2, stream as st, vans
 from tierlab.traces import schema
 
-BACKENDS = ("ramulator2", "gem5", "vans", "embedded")
-ENV = {"ramulator2": "TIERLAB_RAMULATOR2", "gem5": "TIERLAB_GEM5", "vans": "TIERLAB_VANS"}
-MODES = ("unloaded", "saturated")
 DRAM_REFERENCE = "ddr4-2666"  # the DRAM the tier specs are measured against (docs/tiers.md)
 # The core of the unloaded runs: SimpleO3 at 8/3 of DDR4-2666's 1333 MHz clock,
 # one instruction per cycle; a request's `gap` (accesses served by the caches)
