@@ -1076,6 +1076,135 @@ typedef struct tierlab_mem_request {
 #define TIERLAB_REQ_WRITEBACK 1 /* dirty line evicted from the last level  */
 #define TIERLAB_REQ_PREFETCH 2  /* line fetched by a hardware prefetcher   */
 
+/* Cache filter (kernels/src/memsim/filter.c; docs/tiers.md "The memory-tier
+ * model"): a cache hierarchy of 1-3 levels that turns recorded accesses
+ * (tierlab_memtrace_record) into the memory-side stream (tierlab_mem_request)
+ * in program order. Per level: set-associative, LRU, write-back and
+ * write-allocate; the last level inclusive (its evictions invalidate the
+ * upper levels' copies) or not (fills go to every level that missed, no
+ * back-invalidation). Prefetchers (Intel 64 and IA-32 Architectures
+ * Optimization Reference Manual, "Data Prefetching"): a next-line prefetcher
+ * into the first level, triggered by an ascending miss or the first hit on a
+ * prefetched line, and a stream prefetcher trained on the second level's
+ * lookups (the first level's misses) that, per 4 KiB page, confirms a
+ * direction on the second step and then keeps up to `stream_distance` lines
+ * ahead, `stream_degree` per lookup, `streams` pages tracked (LRU). */
+#define TIERLAB_FILTER_MAX_LEVELS 3
+
+typedef struct tierlab_filter_config {
+    uint32_t line_bytes;          /* power of two, 16..4096                      */
+    uint32_t levels;              /* 1..TIERLAB_FILTER_MAX_LEVELS                */
+    uint64_t level_bytes[TIERLAB_FILTER_MAX_LEVELS]; /* a whole number of sets   */
+    uint32_t level_ways[TIERLAB_FILTER_MAX_LEVELS];  /* 1..64                    */
+    uint32_t inclusive;           /* 1: the last level is inclusive               */
+    uint32_t prefetch_next_line;  /* 1: next-line prefetcher into the first level */
+    uint32_t prefetch_stream;     /* 1: stream prefetcher into the second level
+                                     (the only level when levels == 1)           */
+    uint32_t stream_distance;     /* lines ahead, 1..64                           */
+    uint32_t stream_degree;       /* prefetches per lookup, 1..8                  */
+    uint32_t streams;             /* pages tracked, 1..256                        */
+} tierlab_filter_config;
+
+/* Counts per region since the filter was made or reset. An access whose
+ * bytes span two lines is looked up line by line and counts one miss at a
+ * level if either line missed there (cachegrind's rule). */
+typedef struct tierlab_filter_counts {
+    uint64_t accesses[TIERLAB_REGIONS];
+    uint64_t loads[TIERLAB_REGIONS];
+    uint64_t misses[TIERLAB_FILTER_MAX_LEVELS][TIERLAB_REGIONS]; /* demand, per access */
+    uint64_t reads[TIERLAB_REGIONS];        /* TIERLAB_REQ_READ requests emitted     */
+    uint64_t prefetches[TIERLAB_REGIONS];   /* TIERLAB_REQ_PREFETCH requests emitted */
+    uint64_t writebacks[TIERLAB_REGIONS];   /* TIERLAB_REQ_WRITEBACK requests emitted */
+    uint64_t useful_prefetches[TIERLAB_REGIONS]; /* demand hits on prefetched lines */
+} tierlab_filter_counts;
+
+typedef struct tierlab_filter tierlab_filter;
+
+/* A filter with empty caches; *out is freed with tierlab_filter_free.
+ * 0, TIERLAB_EINVAL (a field out of range) or TIERLAB_ENOMEM. */
+int tierlab_filter_new(const tierlab_filter_config *cfg, tierlab_filter **out);
+void tierlab_filter_free(tierlab_filter *f);
+/* Empties the caches, the prefetchers' state and the counts. */
+void tierlab_filter_reset(tierlab_filter *f);
+/* Feeds in[0..n) through the hierarchy and writes the requests that leave the
+ * last level to out[0..cap), in order; returns how many (>= 0) or
+ * TIERLAB_EINVAL (cap < tierlab_filter_min_cap). Stops early when out may
+ * not hold the next line's requests: *consumed (always set) is the number of
+ * records done; an access cut in the middle is finished by the next call,
+ * which must pass in + *consumed. Not thread-safe per filter. */
+int64_t tierlab_filter_run(tierlab_filter *f, const tierlab_memtrace_record *in, size_t n,
+                           size_t *consumed, tierlab_mem_request *out, size_t cap);
+/* The least cap tierlab_filter_run accepts for this filter. */
+size_t tierlab_filter_min_cap(const tierlab_filter *f);
+void tierlab_filter_get_counts(const tierlab_filter *f, tierlab_filter_counts *out);
+
+/* Tier-timing model (kernels/src/memsim/timing.c; docs/tiers.md "The
+ * memory-tier model"): times the memory-side stream of one core on the
+ * tiers its regions live on and returns the core's memory stall. Mechanisms:
+ * per tier a media granule (Optane's 256 B XPLine) with an LRU device buffer
+ * of granules (8-way set-associative); sequential latency for a line that
+ * follows the tier's previous line or falls in its granule, random latency
+ * otherwise, buffer hits at the sequential latency; demand reads overlap in
+ * epochs (memory-level parallelism) of at most min(fill_buffers, the tier's
+ * max_outstanding) misses within `window_accesses` accesses of the epoch's
+ * first miss, an epoch costing its longest latency; a miss of a `serial`
+ * region (dependent loads: a search) is an epoch of its own; prefetches and
+ * writebacks stall nothing but take device time; between epochs the device
+ * time of all requests (media bytes / the core's share of bandwidth) that
+ * exceeds the core's own time (cpu_ns_per_access x accesses between
+ * requests) plus the epoch's latency is added as a bandwidth stall:
+ *     stall = latency + max(0, device - cpu - latency). */
+#define TIERLAB_TIMING_MAX_TIERS 8
+
+typedef struct tierlab_tier_params {
+    double lat_seq_ns;            /* idle sequential read latency            */
+    double lat_random_ns;         /* idle random read latency                */
+    double read_bytes_per_s;      /* this core's share of the read bandwidth  */
+    double write_bytes_per_s;     /* this core's share of the write bandwidth */
+    uint32_t granule_bytes;       /* media access unit, >= line, power of two */
+    uint32_t buffer_granules;     /* device buffer (0: none)                  */
+    uint32_t max_outstanding;     /* requests the tier serves at once, >= 1   */
+    uint32_t pad;
+} tierlab_tier_params;
+
+typedef struct tierlab_timing_config {
+    uint32_t tiers;                               /* 1..TIERLAB_TIMING_MAX_TIERS */
+    uint32_t line_bytes;                          /* as the filter's            */
+    uint8_t region_tier[TIERLAB_REGIONS];         /* tier index of each region  */
+    uint8_t region_serial[TIERLAB_REGIONS];       /* 1: dependent misses        */
+    uint32_t fill_buffers;                        /* the core's outstanding misses */
+    uint32_t window_accesses;                     /* accesses an epoch spans    */
+    double cpu_ns_per_access;                     /* core time per access       */
+    tierlab_tier_params tier[TIERLAB_TIMING_MAX_TIERS];
+} tierlab_timing_config;
+
+typedef struct tierlab_timing_result {
+    double stall_ns[TIERLAB_REGIONS];       /* latency_ns + bandwidth_ns            */
+    double latency_ns[TIERLAB_REGIONS];
+    double bandwidth_ns[TIERLAB_REGIONS];
+    double cpu_ns;                          /* the core's own time (accesses)      */
+    uint64_t reads[TIERLAB_REGIONS];
+    uint64_t prefetches[TIERLAB_REGIONS];
+    uint64_t writebacks[TIERLAB_REGIONS];
+    uint64_t buffer_hits[TIERLAB_REGIONS];
+    uint64_t media_bytes[TIERLAB_REGIONS];
+    uint64_t epochs;
+} tierlab_timing_result;
+
+typedef struct tierlab_timing tierlab_timing;
+
+/* 0, TIERLAB_EINVAL or TIERLAB_ENOMEM. */
+int tierlab_timing_new(const tierlab_timing_config *cfg, tierlab_timing **out);
+void tierlab_timing_free(tierlab_timing *t);
+void tierlab_timing_reset(tierlab_timing *t);
+/* Times req[0..n) after what earlier calls gave. per_query (may be NULL) is
+ * an array of nq x TIERLAB_REGIONS doubles to which each query's stall is
+ * added, by region (queries >= nq are not broken down); pass the same array
+ * to every call. final != 0 closes the open epoch (end of the stream). */
+void tierlab_timing_run(tierlab_timing *t, const tierlab_mem_request *req, size_t n, int final,
+                        double *per_query, uint32_t nq);
+void tierlab_timing_get(const tierlab_timing *t, tierlab_timing_result *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -120,6 +120,7 @@ def register(sub) -> None:
     register_integrity(bsub)
     register_model(bsub)
     register_cache(bsub)
+    register_memsim(bsub)
 
 
 _PISA_HELP = """\
@@ -398,5 +399,48 @@ def run_model(args) -> int:
     doc = bench_model.run(cfg)
     write_json(doc, args.out)
     print(bench_model.format_table(doc))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def register_memsim(bsub) -> None:
+    from tierlab.experiments.bench import memsim as bench_memsim
+
+    p = _benchmark(bsub, "memsim", "accesses/s through the cache filter + tier-timing model",
+                   bench_memsim.__doc__.split("\n", 1)[1])
+    p.add_argument("--machine", default="xeon-gold-6252n", metavar="SPEC",
+                   help="machine spec of the filter's geometry (default: %(default)s)")
+    p.add_argument("--tier", default="optane-dcpmm-g1-x6", metavar="SPEC",
+                   help="memory spec of the DID and freq regions (default: %(default)s)")
+    p.add_argument("--accesses", type=positive_int, default=8_000_000, metavar="N",
+                   help="accesses per synthetic stream (default: %(default)s)")
+    p.add_argument("--reps", type=positive_int, default=3, metavar="R",
+                   help="timed runs per stream, the median reported (default: %(default)s)")
+    p.add_argument("--index", type=Path, metavar="IDX", help="with --workload: time the "
+                   "synthesised stream of this index's queries as the 'query' stream")
+    p.add_argument("--workload", type=Path, metavar="FILE", help="query file for --index")
+    p.set_defaults(func=run_memsim)
+
+
+def run_memsim(args) -> int:
+    import os
+
+    from tierlab.core import specs
+    from tierlab.experiments.bench import memsim as bench_memsim
+    from tierlab.experiments.bench.codecs import check_writable, write_json
+
+    specs.load(args.machine, kind="machine")
+    specs.load(args.tier, kind="memory")
+    if (args.index is None) != (args.workload is None):
+        raise TierlabError("--index and --workload go together")
+    check_writable(args.out)
+    before = os.getloadavg()
+    doc = bench_memsim.run(bench_memsim.Config(
+        machine=args.machine, tier=args.tier, accesses=args.accesses, reps=args.reps,
+        index=args.index, workload=args.workload))
+    doc["machine"]["loadavg_before_after"] = [round(before[0], 2),
+                                              round(os.getloadavg()[0], 2)]
+    write_json(doc, args.out)
+    print(bench_memsim.format_table(doc))
     print(f"\nwrote {args.out}")
     return 0
