@@ -7,10 +7,11 @@ rows that compare one to one.
   read an epoch of its own: its idle latency), the core spending
   CORE_CYCLE_NS per access the caches served (the request's gap);
 - saturated: no core time, as many fill buffers as the tier serves at once
-  (the spec's max_outstanding, else 64), the tier's whole read bandwidth.
+  (the spec's max_outstanding, as the model reads it), the tier's whole read bandwidth.
 
-Mean read latency = latency_ns / reads of each region, total time = core time
-+ stall; one row per region that has reads, plus `all`.
+Mean read latency = latency_ns / reads of each region (unloaded only: in
+saturated runs an epoch's latency covers several reads), total time = core
+time + stall; one row per region that has reads, plus `all`.
 """
 from __future__ import annotations
 
@@ -22,9 +23,6 @@ from tierlab.core import native
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.sims import stream as st
 from tierlab.experiments.sims.ramulator2 import dimm_bandwidth
-
-SATURATED_FILL_BUFFERS = 64
-
 
 def available() -> bool:
     try:
@@ -41,25 +39,29 @@ def model():
 
 
 def _config(ffi, spec, mode: str, cycle_ns: float):
+    """The timing model's configuration: the tier's numbers as the model
+    takes them (tierlab.engine.memsim.TierShare, one core), with one DIMM's
+    whole read bandwidth (what the simulators model) and the mode's core."""
+    from tierlab.engine.memsim import TierShare
+
+    share = TierShare.of(spec, cores=1)
     cfg = ffi.new("tierlab_timing_config *")
     cfg.tiers = 1
     cfg.line_bytes = st.LINE
     for r in range(len(cfg.region_tier)):
         cfg.region_tier[r] = 0
         cfg.region_serial[r] = 0
-    outstanding = int(spec.get("max_outstanding", SATURATED_FILL_BUFFERS))
-    cfg.fill_buffers = 1 if mode == "unloaded" else max(outstanding, 1)
+    outstanding = max(1, share.max_outstanding)
+    cfg.fill_buffers = 1 if mode == "unloaded" else outstanding
     cfg.window_accesses = 1 if mode == "unloaded" else 1 << 30
     cfg.cpu_ns_per_access = cycle_ns if mode == "unloaded" else 0.0
     t = cfg.tier[0]
-    t.lat_seq_ns = spec["read_latency_seq_ns"]
-    t.lat_random_ns = spec["read_latency_random_ns"]
-    bw = dimm_bandwidth(spec)
-    t.read_bytes_per_s = bw
-    t.write_bytes_per_s = spec.get("write_bandwidth_bytes_per_s") or bw
-    t.granule_bytes = max(st.LINE, int(spec["access_granularity_bytes"]))
-    t.buffer_granules = int(spec.get("device_buffer_bytes", 0)) // t.granule_bytes
-    t.max_outstanding = 1 if mode == "unloaded" else max(outstanding, 1)
+    t.lat_seq_ns, t.lat_random_ns = share.lat_seq_ns, share.lat_random_ns
+    t.read_bytes_per_s = dimm_bandwidth(spec)
+    t.write_bytes_per_s = share.write_bytes_per_s
+    t.granule_bytes = max(st.LINE, share.granule_bytes)
+    t.buffer_granules = share.buffer_granules
+    t.max_outstanding = 1 if mode == "unloaded" else outstanding
     return cfg
 
 
@@ -84,17 +86,20 @@ def run(spec, recs: np.ndarray, mode: str, cycle_ns: float) -> dict:
     lat = list(res.latency_ns)
     total = res.cpu_ns + sum(res.stall_ns)
     names = _names(len(reads))
+    def mean(lat_ns, n):  # an epoch's latency is one read's only when reads go one by one
+        return lat_ns / n if n and mode == "unloaded" else math.nan
+
     out = {"all": {"reads": sum(reads), "writes": sum(res.writebacks), "total_ns": total,
-                   "read_latency_mean_ns": sum(lat) / sum(reads) if sum(reads) else math.nan}}
+                   "read_latency_mean_ns": mean(sum(lat), sum(reads))}}
     regions = [r for r in range(len(reads)) if reads[r]]
     if len(regions) > 1:
         for r in regions:
             out[names[r]] = {"reads": reads[r], "writes": res.writebacks[r], "total_ns": total,
-                             "read_latency_mean_ns": lat[r] / reads[r]}
+                             "read_latency_mean_ns": mean(lat[r], reads[r])}
     return out
 
 
 def _names(n: int) -> list[str]:
-    from tierlab.experiments.sims.run import regions_names
+    from tierlab.engine.memsim import regions
 
-    return regions_names(range(n))
+    return list(regions())[:n]

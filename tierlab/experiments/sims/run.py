@@ -266,16 +266,13 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
 
 
 def _region_table() -> dict[int, str]:
-    """{number: name} of the memory regions (tierlab.h TIERLAB_REGION_*), names
-    from tierlab_memtrace_region_name when the library has it, else {}."""
-    from tierlab.core import native
+    """{number: name} of the memory regions (tierlab.h TIERLAB_REGION_*)."""
+    from tierlab.engine.memsim import regions
 
     try:
-        ffi, lib = native.ffi_lib()
-        count, name = lib.TIERLAB_REGIONS, lib.tierlab_memtrace_region_name
-    except (TierlabError, AttributeError):
+        return dict(enumerate(regions()))
+    except TierlabError:  # the kernels are not built: numbers only
         return {}
-    return {i: ffi.string(name(i)).decode() for i in range(count) if name(i) != ffi.NULL}
 
 
 def resolve_regions(texts) -> list[int] | None:
