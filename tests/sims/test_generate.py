@@ -28,7 +28,9 @@ def test_generated_files_match_golden(tmp_path, backend, spec):
     gold = GOLDEN / f"{backend}-{spec}"
     for mode, paths in done.items():
         for p in paths:
-            want = gold / mode / p.name
+            # the gem5 scripts do not depend on the mode: one golden copy
+            same = backend == "gem5" and p.suffix == ".py"
+            want = gold / ("unloaded" if same else mode) / p.name
             got = _norm(p.read_bytes())
             if os.environ.get("TIERLAB_REGOLD"):
                 want.parent.mkdir(parents=True, exist_ok=True)
