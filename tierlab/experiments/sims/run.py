@@ -32,10 +32,10 @@ from tierlab.experiments.sims import BACKENDS, ENV, MODES, gem5, ramulator2, str
 from tierlab.traces import schema
 
 DRAM_REFERENCE = "ddr4-2666"  # the DRAM the tier specs are measured against (docs/tiers.md)
-# The core of the unloaded runs: SimpleO3 at 8/3 of DDR4-2666's 1333 MHz clock,
-# one instruction per cycle; a request's `gap` (accesses served by the caches)
-# is that many cycles in every back-end.
-CORE_CYCLE_NS = ramulator2.JEDEC["tCK_ns"] * 3 / 8
+# The core of the unloaded runs (SimpleO3's, ramulator2.CORE_CYCLE_NS): a
+# request's `gap` (accesses served by the caches) is that many cycles in every
+# back-end.
+CORE_CYCLE_NS = ramulator2.CORE_CYCLE_NS
 STOP_SECONDS = 10.0
 
 
