@@ -9,6 +9,10 @@ rows that compare one to one.
 - saturated: no core time, as many fill buffers as the tier serves at once
   (the spec's max_outstanding, as the model reads it), the tier's whole read bandwidth.
 
+Prefetch requests are timed as reads: the simulators' front ends cannot tell
+them apart and make every request that is not a writeback a read the core
+waits for (unloaded) or offers (saturated).
+
 Mean read latency = latency_ns / reads of each region (unloaded only: in
 saturated runs an epoch's latency covers several reads), total time = core
 time + stall; one row per region that has reads, plus `all`.
@@ -75,7 +79,8 @@ def run(spec, recs: np.ndarray, mode: str, cycle_ns: float) -> dict:
         raise TierlabError(f"the timing model rejected the configuration of '{spec.name}' "
                            f"(status {rc})")
     try:
-        arr = np.ascontiguousarray(recs, dtype=st.DTYPE)
+        arr = np.array(recs, dtype=st.DTYPE)  # a copy: prefetches become reads
+        arr["kind"][arr["kind"] == st.PREFETCH] = st.READ
         lib.tierlab_timing_run(handle[0], ffi.cast("tierlab_mem_request *", arr.ctypes.data),
                                len(arr), 1, ffi.NULL, 0)
         res = ffi.new("tierlab_timing_result *")
