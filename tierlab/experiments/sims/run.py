@@ -218,6 +218,9 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
         if backend == "embedded":
             if embedded is None:
                 raise TierlabError("the embedded timing model is not available in this build")
+            from tierlab.core import native
+
+            native.ffi_lib()  # loaded once per process: not part of the model's time
             t0 = time.monotonic()
             res = embedded(spec, recs, mode, CORE_CYCLE_NS)
             wall = time.monotonic() - t0
