@@ -160,3 +160,23 @@ def test_trace_inspect_summarises_sim_run(tmp_path, capsys):
     rc, text, err = _run(capsys, "trace", "inspect", str(out / "sim_run.csv"))
     assert rc == 0, err
     assert "sim_run: 1 rows (source: vans)" in text and "mean read latency" in text
+
+
+def test_embedded_rows_per_region_and_for_a_selection(tmp_path, capsys):
+    if not embedded.available():
+        pytest.skip("the tier-timing model (kernels/src/memsim/timing.c) is not in this build")
+    s = write_mixed(tmp_path)
+    assert _run(capsys, "sim", "run", "--backend", "embedded", "optane-dcpmm-g1", str(s),
+                "--out", str(tmp_path / "a"))[0] == 0
+    df = pd.read_csv(tmp_path / "a/sim_run.csv")
+    assert set(df["region"]) == {"all", "did", "dictionary"}  # regions with reads
+    assert not df.duplicated(["run_id", "mode", "region"]).any()
+    rc, _, err = _run(capsys, "sim", "run", "--backend", "embedded", "optane-dcpmm-g1", str(s),
+                      "--out", str(tmp_path / "b"), "--region", "did,dictionary")
+    assert rc == 0, err
+    df = pd.read_csv(tmp_path / "b/sim_run.csv")
+    assert list(df["region"]) == ["did,dictionary"] * 2
+    assert df["reads"].iloc[0] == 36  # 16 + 4 prefetches (did) + 16 (dictionary)
+    rc, _, err = _run(capsys, "sim", "run", "--backend", "embedded", "optane-dcpmm-g1", str(s),
+                      "--out", str(tmp_path / "c"), "--region", "nowhere")
+    assert rc == 2 and "unknown region 'nowhere'" in err

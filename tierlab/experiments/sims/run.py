@@ -30,6 +30,7 @@ from tierlab.core import signals, specs
 from tierlab.core.errors import TierlabError
 from tierlab.experiments.sims import BACKENDS, ENV, MODES, gem5, ramulator2, stream as st, vans
 from tierlab.traces import schema
+from tierlab.traces.runs import new_run_id
 
 DRAM_REFERENCE = "ddr4-2666"  # the DRAM the tier specs are measured against (docs/tiers.md)
 # The core of the unloaded runs (SimpleO3's, ramulator2.CORE_CYCLE_NS): a
@@ -210,7 +211,7 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
     out.mkdir(parents=True, exist_ok=True)
     region = ",".join(regions_names(regions)) if regions else "all"
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    run_id = __import__("uuid").uuid4().hex
+    run_id = new_run_id()
     rows = []
     for mode in modes:
         params = {"requests": int(len(recs)), "reads_only": bool(reads_only),
@@ -224,9 +225,11 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
             t0 = time.monotonic()
             res = embedded(spec, recs, mode, CORE_CYCLE_NS)
             wall = time.monotonic() - t0
+            if region != "all":  # a selection: its total, under its name
+                res = {region: res["all"]}
             for reg, r in res.items():
-                rows.append(_row(backend, spec, stream_path, mode, reg if region == "all"
-                                 else region, r, wall, params, run_id, started))
+                rows.append(_row(backend, spec, stream_path, mode, reg, r, wall, params, run_id,
+                                 started))
             continue
         d = out / mode
         g = generate_mode(backend, spec, dram, recs, mode, d, head)
@@ -258,8 +261,6 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
             res["read_latency_mean_ns"] += g["uncore_ns"]
             params["uncore_ns"] = g["uncore_ns"]
             params["controllers"] = res.pop("controllers")
-        if mode == "saturated":
-            res["read_latency_mean_ns"] = res.get("read_latency_mean_ns", math.nan)
         rows.append(_row(backend, spec, stream_path, mode, region, res, wall, params, run_id,
                          started))
     with signals.held():
