@@ -25,6 +25,7 @@ import numpy as np
 
 from tierlab.core import native
 from tierlab.core.errors import TierlabError
+from tierlab.engine.memsim import TierShare, regions
 from tierlab.experiments.sims import stream as st
 from tierlab.experiments.sims.ramulator2 import dimm_bandwidth
 
@@ -46,8 +47,6 @@ def _config(ffi, spec, mode: str, cycle_ns: float):
     """The timing model's configuration: the tier's numbers as the model
     takes them (tierlab.engine.memsim.TierShare, one core), with one DIMM's
     whole read bandwidth (what the simulators model) and the mode's core."""
-    from tierlab.engine.memsim import TierShare
-
     share = TierShare.of(spec, cores=1)
     cfg = ffi.new("tierlab_timing_config *")
     cfg.tiers = 1
@@ -105,6 +104,4 @@ def run(spec, recs: np.ndarray, mode: str, cycle_ns: float) -> dict:
 
 
 def _names(n: int) -> list[str]:
-    from tierlab.engine.memsim import regions
-
     return list(regions())[:n]
