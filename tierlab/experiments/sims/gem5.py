@@ -206,9 +206,15 @@ _SE_SCRIPT = '''# {header}
 import argparse
 
 import m5
+import m5.objects
 from m5.objects import *
 
 NVM = {nvm}
+# the CPU of the ISA this gem5 was built with (multi-ISA builds name it per ISA)
+CPU = next((getattr(m5.objects, n) for n in ("X86TimingSimpleCPU", "ArmTimingSimpleCPU",
+                                             "TimingSimpleCPU") if hasattr(m5.objects, n)), None)
+if CPU is None:
+    raise SystemExit("this gem5 has no ISA (a NULL build): SE mode needs X86 or ARM")
 
 p = argparse.ArgumentParser()
 p.add_argument("--binary", required=True)
@@ -218,7 +224,7 @@ a = p.parse_args()
 
 system = System(mem_mode="timing", mem_ranges=[AddrRange("{se_size}")])
 system.clk_domain = SrcClockDomain(clock="3GHz", voltage_domain=VoltageDomain())
-system.cpu = TimingSimpleCPU()
+system.cpu = CPU()
 system.membus = SystemXBar()
 system.cpu.icache_port = system.membus.cpu_side_ports
 system.cpu.dcache_port = system.membus.cpu_side_ports

@@ -6,9 +6,15 @@
 import argparse
 
 import m5
+import m5.objects
 from m5.objects import *
 
 NVM = {"banks_per_rank": 22, "device_rowbuffer_size": "256B", "max_pending_reads": 64, "max_pending_writes": 128, "read_buffer_size": 64, "tREAD": "212.51ns", "tWRITE": "634.23ns", "write_buffer_size": 128}
+# the CPU of the ISA this gem5 was built with (multi-ISA builds name it per ISA)
+CPU = next((getattr(m5.objects, n) for n in ("X86TimingSimpleCPU", "ArmTimingSimpleCPU",
+                                             "TimingSimpleCPU") if hasattr(m5.objects, n)), None)
+if CPU is None:
+    raise SystemExit("this gem5 has no ISA (a NULL build): SE mode needs X86 or ARM")
 
 p = argparse.ArgumentParser()
 p.add_argument("--binary", required=True)
@@ -18,7 +24,7 @@ a = p.parse_args()
 
 system = System(mem_mode="timing", mem_ranges=[AddrRange("4GiB")])
 system.clk_domain = SrcClockDomain(clock="3GHz", voltage_domain=VoltageDomain())
-system.cpu = TimingSimpleCPU()
+system.cpu = CPU()
 system.membus = SystemXBar()
 system.cpu.icache_port = system.membus.cpu_side_ports
 system.cpu.dcache_port = system.membus.cpu_side_ports
