@@ -116,3 +116,15 @@ def test_stats_parser_needs_sim_seconds():
     with pytest.raises(TierlabError, match="simSeconds"):
         gem5.parse("system.x.y 3 # nothing\n")
     assert math.isnan(gem5.parse("simSeconds 0.1 # s\n")["read_latency_mean_ns"])
+
+
+def test_generated_scripts_are_python(tmp_path):
+    from tierlab.experiments.sims import run
+
+    spec = specs.load("optane-dcpmm-g1")
+    nvm = gem5.nvm_params(spec, ramulator2.uncore_ns(specs.load("ddr4-2666")))
+    for text in (gem5.script("h", nvm, "packets.trace", "tgen.cfg", "run.py"),
+                 gem5.se_script("h", nvm, "se.py")):
+        compile(text, "gem5-config", "exec")
+        assert text.startswith("# h\n")
+    assert run.BACKENDS  # the runner imports with the generator
