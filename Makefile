@@ -7,12 +7,12 @@ BUILD    ?= build
 JOBS     ?= 2
 # Debian packages the build, the tests and the peers need.
 DEB_PKGS := cmake make gcc g++ clang llvm libclang-rt-14-dev libstreamvbyte-dev \
-            python3 python3-venv python3-dev pkg-config
+            python3 python3-venv python3-dev pkg-config valgrind
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BIN      := $(VENV)/bin
 NATIVE   := tierlab/_native
 
-.PHONY: all deps venv build test demo bench clean help
+.PHONY: all deps venv build memtrace test demo bench clean help
 all: build
 
 help:
@@ -47,6 +47,11 @@ build: deps
 	  cp $$f $(NATIVE)/.tmp.$$(basename $$f) && mv -f $(NATIVE)/.tmp.$$(basename $$f) $(NATIVE)/$$(basename $$f); \
 	done
 
+# The tracing build of the kernels (traces/memtrace.md) in $(BUILD)/memtrace;
+# `tierlab trace memory` builds it on first use as well.
+memtrace: venv
+	TIERLAB_BUILD_DIR=$(BUILD) $(BIN)/python -c "from tierlab.engine.memtrace import build; print(build($(JOBS)))"
+
 # The sanitizer build and the fuzzers are built and run from pytest
 # (tests/kernels/), so `pytest` alone is the whole test suite.
 test: venv build
@@ -66,6 +71,7 @@ bench: venv build
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
 	$(BIN)/tierlab sim compare --out bench/results/sims.json
+	$(BIN)/tierlab bench memsim --out bench/results/memsim.json
 	$(BIN)/pytest -q -m "slow or bench"
 
 clean:

@@ -174,7 +174,11 @@ def query_thread(env, sim, sh):
         if page_hit_ns:  # each block not in the segment cache: a DID and a freq access
             cpu += 2.0 * page_hit_ns * max(sim.q_blocks[q] - slow_blocks, 0)
         if slow_blocks and sim.tier is not None:
-            cpu += sim.tier.stall_ns(slow_segs, slow_bytes, sim.cpu_var[q] * slow_share)
+            if sim.trace_block_ns is not None:  # tier_rule trace: the cost table's memory costs
+                cpu += slow_blocks * sim.trace_block_ns["and" if tr.qtype[q] else "single"]
+            else:
+                cpu += sim.tier.stall_ns(slow_segs, slow_bytes, sim.cpu_var[q] * slow_share)
+        cpu += sim.place_extra[q]
         yield env.timeout(int(cpu + 0.5))
         for t in pinned:
             pins[t] -= 1

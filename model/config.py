@@ -67,9 +67,22 @@ class RunConfig:
                           segment_bytes=v["segment_bytes"],
                           lookahead=v["lookahead"], dram_budget_bytes=v["dram_budget_bytes"],
                           readahead_bytes=v["readahead_bytes"], tier_factor=v["tier_factor"],
+                          tier_rule=v["tier_rule"], placement=placed_structures(v),
                           page_cache_policy=v["page_cache_policy"],
                           passes=v["passes"], sample_ns=v["sample_ns"], k=v["k"],
                           handoff_spin_ns=v["handoff_spin_ns"])
+
+
+def placed_structures(v) -> tuple:
+    """((structure, place), ...) of the place_* keys that put a structure off
+    DRAM (pm:PATH or numa:N): what the model charges (sim.memory_cost); empty,
+    dram and storage cost nothing extra here."""
+    out = []
+    for s in ("dict", "skip", "did", "freq"):
+        where = str(v.get(f"place_{s}") or "")
+        if where.startswith(("pm:", "numa:")) or where in ("pm", "numa"):
+            out.append((s, where))
+    return tuple(out)
 
 
 def runtime_spin_ns() -> int:
@@ -153,9 +166,14 @@ def _check_costs(c):
         raise TierlabError(f"costs: 'default', a cost table file (tierlab query costs), or "
                            f"{{single: {{{', '.join(COST_KEYS)}}}, and: {{...}}}}; got {c!r}")
     for t in c:
+        if t == "memory":  # the memory section, as `tierlab query costs --tier` writes it
+            if not isinstance(c[t], dict) or not isinstance(c[t].get("tiers"), dict):
+                raise TierlabError("costs.memory: a mapping with `tiers` (the memory section "
+                                   "of `tierlab query costs --tier`)")
+            continue
         if t not in registry.query_types():
             raise TierlabError(f"costs: unknown query type '{t}'; known: "
-                               f"{', '.join(registry.query_types())}")
+                               f"{', '.join(registry.query_types())} (and memory)")
     for t in registry.query_types():
         part = c.get(t)
         if not isinstance(part, dict):
@@ -185,6 +203,10 @@ class InlineCosts(CostModel):
     speed), cores that do not slow each other, no page-cache costs."""
 
     def __init__(self, table: dict):
+        table = dict(table)
+        # a `memory` section as `tierlab query costs --tier` writes it (tier_rule,
+        # place_*): CostModel.memory_extra_ns reads it from self.extra
+        self.extra = {"memory": table.pop("memory")} if "memory" in table else {}
         self.table = {t: {k: float(table[t].get(k, 0.0)) for k in COST_KEYS} for t in table}
 
     def query_cpu_ns(self, qtype: str, blocks_decoded, postings_scored) -> float:
@@ -325,7 +347,7 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
     tier = specs.load(v["slow_tier"], kind="memory")
     def simulate(params, log=None):
         return sim.Simulation(meta, tr, params, costs, dev, tier if params.hybrid else None,
-                              log=log, seed=v["seed"],
+                              log=log, seed=v["seed"], place_spec=tier,
                               drawn_wake_ups=v["wake_ups"] == "drawn").run()
 
     s = simulate(p, log)
@@ -348,7 +370,9 @@ def run(cfg: RunConfig, *, log: list | None = None, costs=None) -> Result:
         "tier_factor": s.tier_factor,
         "tier_factor_source": s.tier.factor_source if s.tier else None,
         "tier_serving": (None if s.tier is None else
-                         "factor" if s.tier.factor is not None else "access"),
+                         "factor" if s.tier.factor is not None else
+                         "trace" if s.trace_block_ns is not None else "access"),
+        "tier_rule": p.tier_rule, "placed": s.placed,
         "decode_ns_per_block": s.decode_ns,
         "costs": describe_costs(costs), "index": meta.stats, "workload": v["workload"],
         "trace": {"name": tr.name, "queries": tr.queries, "occurrences": tr.occurrences,

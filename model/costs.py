@@ -196,6 +196,22 @@ class CostModel(ABC):
     def page_miss_ns(self) -> float:
         """ns per read's frame bookkeeping in the emulated page cache; 0.0 without it."""
 
+    def memory_extra_ns(self, spec: str, qtype: str, structure: str, per: str) -> float | None:
+        """ns that placing `structure` (dict, skip, did, freq) on memory spec
+        `spec` adds over the machine's DRAM to a `qtype` query, per block
+        decoded (per="block") or per query (per="query"): the table's `memory`
+        section (`tierlab query costs INDEX --tier SPEC`, tierlab.engine.
+        memcosts); None without it."""
+        sec = (getattr(self, "extra", None) or {}).get("memory") or {}
+        row = ((sec.get("tiers") or {}).get(spec) or {}).get(qtype, {}).get(structure)
+        if not row:
+            return None
+        key = "extra_ns_per_block" if per == "block" else "extra_ns_per_query"
+        v = row.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise TierlabError(f"memory.tiers.{spec}.{qtype}.{structure}.{key} must be a number")
+        return float(v)
+
     @abstractmethod
     def describe(self) -> dict:
         """Where the costs come from, for a run's params (`from` and what matters)."""
@@ -1132,3 +1148,55 @@ def _tick(bar, done: int, total: int) -> None:
 
 __all__ = ["Coefficients", "Costs", "load", "nnls", "fit_coefficients", "measure",
            "decode_costs", "thread_costs", "default", "default_path", "cache_dir"]
+
+
+# --------------------------------------------------------------------------
+# Memory costs on tiers (the `memory` section)
+# --------------------------------------------------------------------------
+
+MEMORY_QUERIES = {"H": 30, "M": 60, "L": 60}
+
+
+def memory_section(table: "Costs", index, tiers, *, machine: str = "xeon-gold-6252n",
+                   cores: int = 1, workloads=None, queries: dict | None = None,
+                   k: int = 1024, seed: int = 0) -> dict:
+    """The cost table's `memory` section for memory specs `tiers` (tierlab.
+    engine.memcosts.section): the index's workloads (given, or SINGLE and AND
+    of H, M, L generated from its dictionary, MEMORY_QUERIES per class) as
+    synthesised memory streams through `machine`'s caches and the tier-timing
+    model, `cores` cores sharing each tier; each query's core time is the
+    table's prediction for it."""
+    from tierlab.engine import memcosts, memstream
+    from tierlab.engine.index import Index
+    from tierlab.engine.workload import read_queries
+
+    index = Path(index)
+    queries = {**MEMORY_QUERIES, **(queries or {})}
+    with Index(index) as ix:
+        ext = ix.extents()
+        documents = int(ix.info["docs"])
+    postings = dict(zip(ext["term"], ext["postings"].astype(np.int64)))
+    with tempfile.TemporaryDirectory(prefix="tierlab-memcosts-") as tmp:
+        paths = [Path(w) for w in workloads] if workloads else \
+            [w.path for w in _generated_workloads(ext, documents, Path(tmp), queries, seed)]
+        qs = [q for p in paths for q in read_queries(p)]
+    if not qs:
+        raise TierlabError(f"{index}: no queries to time the memory tiers with")
+    stream = memstream.workload_stream(index, qs, k=k)
+    cpu = np.asarray(table.query_cpu_ns(stream.qtype, stream.blocks, stream.postings),
+                     dtype=np.float64)
+    cand = np.array([min((int(postings.get(t, 0)) for t in q), default=0) for q in qs])
+    cpu = cpu + np.asarray(table.extra_cpu_ns(stream.qtype, stream.results, cand), np.float64)
+    sec = memcosts.section(stream, cpu, list(tiers), machine=machine, cores=cores,
+                           what=f"synthesised (tierlab.engine.memstream) from {len(qs)} queries "
+                                f"of {', '.join(p.name for p in paths)}")
+    # the roofline rule beside it: DID + freq per block (model/tier.py)
+    from tierlab.model.tier import roofline_ns
+
+    for spec in tiers:
+        for t in np.unique(stream.qtype):
+            m = stream.qtype == t
+            r = roofline_ns(stream, cpu, spec, ("did", "freq"))
+            sec["tiers"][spec][str(t)]["roofline_postings_ns_per_block"] = \
+                float(r[m].sum() / max(float(stream.blocks[m].sum()), 1.0))
+    return sec

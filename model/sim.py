@@ -61,6 +61,22 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def memory_cost(costs, spec, qtype: str, structures, per: str) -> float:
+    """ns per block decoded (per="block") or per query (per="query") that
+    placing `structures` on memory spec `spec` adds over the machine's DRAM:
+    the cost table's memory section (`tierlab query costs INDEX --tier SPEC`),
+    summed over the structures."""
+    total = 0.0
+    for s in structures:
+        v = costs.memory_extra_ns(spec.name, qtype, s, per)
+        if v is None:
+            raise TierlabError(f"the cost table has no memory cost of '{s}' on '{spec.name}' "
+                               f"for {qtype} queries: measure it with `tierlab query costs "
+                               f"INDEX --tier {spec.name} --out TABLE` and give costs: TABLE")
+        total += v
+    return total
+
+
 @dataclass(frozen=True)
 class Params:
     """The knobs of one run (model/README.md documents each)."""
@@ -75,6 +91,8 @@ class Params:
     readahead_bytes: int = DEFAULT_READAHEAD
     page_cache_policy: str = "lru"     # the OS page cache's replacement (config.py)
     tier_factor: float | None = None
+    tier_rule: str = "roofline"       # or "trace": the cost table's memory section (model/tier.py)
+    placement: tuple = ()             # ((structure, place), ...): dict/skip/did/freq off DRAM
     passes: int = 1
     sample_ns: int = DEFAULT_SAMPLE_NS
     k: int = DEFAULT_K                # hits kept per query (the runtime's --k)
@@ -259,7 +277,7 @@ class Simulation:
 
     def __init__(self, index: IndexMeta, trace: Replay, params: Params, costs, device_spec,
                  tier_spec=None, *, log: list | None = None, cache_classes=None,
-                 seed: int = 0, drawn_wake_ups: bool = False):
+                 seed: int = 0, drawn_wake_ups: bool = False, place_spec=None):
         if not isinstance(costs, CostModel):
             raise TierlabError(f"costs: a cost table (model/costs.py CostModel), not "
                                f"{type(costs).__name__}")
@@ -364,6 +382,28 @@ class Simulation:
         self.cpu_var = np.tile(decode, reps).tolist()            # decoding: the tier's part
         self.q_blocks = np.tile(qb, reps).tolist()
         self.costs = costs
+        # tier_rule trace: a block served from the slow tier costs the cost table's
+        # memory cost of DID + freq on the slow_tier spec (model/tier.py "trace")
+        self.trace_block_ns = None
+        if p.hybrid and p.tier_rule == "trace" and self.tier is not None and \
+                self.tier.factor is None:
+            self.trace_block_ns = {t: memory_cost(costs, tier_spec, t, ("did", "freq"), "block")
+                                   for t in set(qt)}
+        # structures placed off DRAM (place_dict ... = pm:PATH / numa:N): each query
+        # is charged their memory cost on place_spec (the slow_tier spec)
+        extra = np.zeros(len(qt))
+        self.placed = {}
+        for struct, where in p.placement:
+            if place_spec is None:
+                raise TierlabError(f"place_{struct}={where}: the model needs a slow_tier "
+                                   "memory spec to time it")
+            per = "query" if struct == "dict" else "block"
+            for t in set(qt):
+                c = memory_cost(costs, place_spec, t, (struct,), per)
+                for i in (i for i, x in enumerate(qt) if x == t):
+                    extra[i] += c if per == "query" else c * qb[i]
+            self.placed[struct] = f"{where} as {place_spec.name}"
+        self.place_extra = np.tile(extra, reps).tolist()
         # thread hand-off (the cost table's `threads`, tierlab_apcache_handoff_ns)
         wake, sig = costs.handoff()
         self.wake_ns, self.signal_ns = int(wake + 0.5), int(sig + 0.5)

@@ -152,3 +152,31 @@ class Tier:
         rate = self.write_bytes_per_s if cpu_bytes_per_s is None else \
             min(self.write_bytes_per_s, cpu_bytes_per_s)
         return int(nbytes * 1e9 / rate + 0.5)
+
+
+def roofline_ns(stream, cpu_ns, spec_name: str, structures=("did", "freq")):
+    """Per query of a synthesised stream (tierlab.engine.memstream): the extra
+    time this rule gives with `structures` (postings: did, freq) on memory
+    spec `spec_name` over DDR4-2666: one stream start per term and the block
+    bytes the query reads from them, its CPU time cpu_ns as the decoding it
+    overlaps; the bytes are the query's distinct 64-byte lines of those regions.
+    (None for dict or skip: the rule times postings only.)"""
+    import numpy as np
+
+    from tierlab.core import specs
+    from tierlab.engine import memsim
+
+    if not set(structures) <= {"did", "freq"}:
+        return None
+    tier = Tier.from_spec(specs.load(spec_name, kind="memory"))
+    rec = stream.records
+    regs = [memsim.region_id(s) for s in structures]
+    m = np.isin(rec["region"], regs)
+    n = len(cpu_ns)
+    # the block bytes a query reads: its distinct 64-byte lines of the regions (a
+    # recorded trace reads a line several times: checksum, decode)
+    key = np.unique(np.stack([rec["query"][m].astype(np.uint64),
+                              rec["addr"][m].astype(np.uint64) >> np.uint64(6)]), axis=1)
+    nbytes = 64.0 * np.bincount(key[0].astype(np.int64), minlength=n)[:n]
+    terms = np.where(stream.qtype == "and", 2.0, 1.0)
+    return np.array([tier.stall_ns(t * (b > 0), b, c) for t, b, c in zip(terms, nbytes, cpu_ns)])

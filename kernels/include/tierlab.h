@@ -1146,8 +1146,8 @@ void tierlab_filter_get_counts(const tierlab_filter *f, tierlab_filter_counts *o
  * follows the tier's previous line or falls in its granule, random latency
  * otherwise, buffer hits at the sequential latency; demand reads overlap in
  * epochs (memory-level parallelism) of at most min(fill_buffers, the tier's
- * max_outstanding) misses within `window_accesses` accesses of the epoch's
- * first miss, an epoch costing its longest latency; a miss of a `serial`
+ * max_outstanding) misses within `window_ns` of core time after the epoch's
+ * first miss (the reorder buffer's reach), an epoch costing its longest latency; a miss of a `serial`
  * region (dependent loads: a search) is an epoch of its own; prefetches and
  * writebacks stall nothing but take device time; between epochs the device
  * time of all requests (media bytes / the core's share of bandwidth) that
@@ -1173,7 +1173,8 @@ typedef struct tierlab_timing_config {
     uint8_t region_tier[TIERLAB_REGIONS];         /* tier index of each region  */
     uint8_t region_serial[TIERLAB_REGIONS];       /* 1: dependent misses        */
     uint32_t fill_buffers;                        /* the core's outstanding misses */
-    uint32_t window_accesses;                     /* accesses an epoch spans    */
+    uint32_t pad;
+    double window_ns;                             /* core time an epoch spans   */
     double cpu_ns_per_access;                     /* core time per access       */
     tierlab_tier_params tier[TIERLAB_TIMING_MAX_TIERS];
 } tierlab_timing_config;
@@ -1204,6 +1205,65 @@ void tierlab_timing_reset(tierlab_timing *t);
 void tierlab_timing_run(tierlab_timing *t, const tierlab_mem_request *req, size_t n, int final,
                         double *per_query, uint32_t nq);
 void tierlab_timing_get(const tierlab_timing *t, tierlab_timing_result *out);
+
+/* The region registry (kernels/src/memtrace/regions.c is the single table):
+ * names at the index of their TIERLAB_REGION_* number. name: NULL out of
+ * range; find: the number, or -1. In every build. */
+size_t tierlab_memtrace_region_count(void);
+const char *tierlab_memtrace_region_name(size_t i);
+int tierlab_memtrace_region_find(const char *name);
+
+/* A trace file (traces/memtrace.md): this 256-byte header, then `records`
+ * tierlab_memtrace_record, all little-endian. The sampling is stated here:
+ * queries whose 0-based ordinal is a multiple of `every` were run, and kept
+ * while the file stayed within `max_bytes` (whole queries only). */
+#define TIERLAB_MEMTRACE_VERSION 1
+#define TIERLAB_MEMTRACE_HEADER_BYTES 256
+#define TIERLAB_MEMTRACE_BUDGET_HIT 1 /* flags: the byte budget stopped it */
+typedef struct tierlab_memtrace_header {
+    char magic[8];             /* "TLMTRACE"                                   */
+    uint32_t version;          /* TIERLAB_MEMTRACE_VERSION                     */
+    uint32_t header_bytes;     /* TIERLAB_MEMTRACE_HEADER_BYTES                */
+    uint32_t record_bytes;     /* sizeof(tierlab_memtrace_record) = 16         */
+    uint32_t every;            /* every Nth query of the workload was run (>= 1) */
+    uint64_t max_bytes;        /* byte budget of the whole file; 0: none       */
+    uint64_t records;          /* records after the header                     */
+    uint64_t queries;          /* queries in the workload                      */
+    uint64_t queries_sampled;  /* ordinals that are multiples of `every`       */
+    uint64_t queries_traced;   /* of those, whose records are in the file      */
+    uint64_t index_build_id;   /* tierlab_index_info.build_id                  */
+    uint64_t workload_digest;  /* FNV-1a 64 of the workload file's bytes       */
+    uint64_t stack_lo;         /* the traced thread's stack [stack_lo,         */
+    uint64_t stack_hi;         /*   stack_hi): its records are region other    */
+    uint32_t k;                /* results kept per query                       */
+    uint32_t flags;            /* TIERLAB_MEMTRACE_BUDGET_HIT                  */
+    uint32_t line_bytes;       /* cache line the summary counts (64)           */
+    uint32_t checks;           /* TIERLAB_CHECKS_* of the queries              */
+    char codec[32];            /* the index's codec configuration              */
+    char placement[64];        /* placement as requested ("" = storage)        */
+    uint8_t reserved[48];      /* zero                                         */
+} tierlab_memtrace_header;
+
+/* The recorder: only in the tracing build of the library
+ * (libtierlab-memtrace.so, kernels/src/memtrace/runtime.c; `nm -D` of the
+ * release libtierlab.so shows none of it). One thread records; a query run
+ * between query_begin and query_end has its loads and stores appended.
+ * open: writes the header `h` gives (identity and sampling fields; counts
+ * zero) to `path`; 0 or TIERLAB_EIO / TIERLAB_EINVAL with a message.
+ * query_begin: 1 when recording query `query`, 0 when the budget is spent.
+ * query_end: 1 when the query's records were kept, 0 when they would have
+ * overrun the budget (they are removed; recording stops). close: writes the
+ * final header (also into *out when not NULL); 0 or TIERLAB_EIO. text: the
+ * recorder's own code [lo, hi), which a cross-check leaves out. ranges: the
+ * registered address ranges (up to max of them into lo/len/region; returns
+ * how many there are), which tell a cross-check's addresses their region. */
+int tierlab_memtrace_open(const char *path, const tierlab_memtrace_header *h, char *err,
+                          size_t errlen);
+int tierlab_memtrace_query_begin(uint32_t query);
+int tierlab_memtrace_query_end(void);
+int tierlab_memtrace_close(tierlab_memtrace_header *out, char *err, size_t errlen);
+void tierlab_memtrace_text(uint64_t *lo, uint64_t *hi);
+size_t tierlab_memtrace_ranges(uint64_t *lo, uint64_t *len, uint8_t *region, size_t max);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,19 @@ static tierlab_filter_config tl_cfg(uint32_t levels)
     return c;
 }
 
+/* in[0..n): accesses of 8 bytes from base, `step` bytes apart. */
+static void tl_run_of(tierlab_memtrace_record *in, size_t n, uint64_t base, uint64_t step,
+                      uint8_t kind, uint8_t region, uint32_t query)
+{
+    for (size_t i = 0; i < n; i++) {
+        in[i].addr = base + step * i;
+        in[i].size = 8;
+        in[i].kind = kind;
+        in[i].region = region;
+        in[i].query = query;
+    }
+}
+
 static size_t tl_feed(tierlab_filter *f, const tierlab_memtrace_record *in, size_t n,
                       tierlab_mem_request *out, size_t cap)
 {
@@ -58,13 +71,7 @@ int main(void)
 
     /* a sequential read of 64 KiB in 8-byte loads, no prefetcher: one read per
      * line, in address order, and gap = the other 7 accesses of the line */
-    for (size_t i = 0; i < 8192; i++) {
-        in[i].addr = 0x100000 + 8 * i;
-        in[i].size = 8;
-        in[i].kind = TIERLAB_ACCESS_LOAD;
-        in[i].region = TIERLAB_REGION_DID;
-        in[i].query = 3;
-    }
+    tl_run_of(in, 8192, 0x100000, 8, TIERLAB_ACCESS_LOAD, TIERLAB_REGION_DID, 3);
     size_t n = tl_feed(f, in, 8192, out, 8 * N);
     CHECK(n == 1024, "sequential: %zu requests, want 1024", n);
     int ordered = 1;
@@ -87,12 +94,7 @@ int main(void)
     /* stores: write-back; streaming 256 KiB of stores through the hierarchy
      * writes every dirty line back once it leaves the LLC */
     tierlab_filter_reset(f);
-    for (size_t i = 0; i < 4096; i++) {
-        in[i].addr = 0x800000 + 64 * i;
-        in[i].size = 8;
-        in[i].kind = TIERLAB_ACCESS_STORE;
-        in[i].region = TIERLAB_REGION_DECODE_BUFFER;
-    }
+    tl_run_of(in, 4096, 0x800000, 64, TIERLAB_ACCESS_STORE, TIERLAB_REGION_DECODE_BUFFER, 0);
     n = tl_feed(f, in, 4096, out, 8 * N);
     tierlab_filter_get_counts(f, &k);
     uint64_t wb = k.writebacks[TIERLAB_REGION_DECODE_BUFFER];
@@ -126,12 +128,7 @@ int main(void)
     c.stream_degree = 2;
     c.streams = 32;
     CHECK(tierlab_filter_new(&c, &f) == 0, "new with prefetchers");
-    for (size_t i = 0; i < 8192; i++) {
-        in[i].addr = 0x100000 + 8 * i;
-        in[i].size = 8;
-        in[i].kind = TIERLAB_ACCESS_LOAD;
-        in[i].region = TIERLAB_REGION_DID;
-    }
+    tl_run_of(in, 8192, 0x100000, 8, TIERLAB_ACCESS_LOAD, TIERLAB_REGION_DID, 0);
     n = tl_feed(f, in, 8192, out, 8 * N);
     tierlab_filter_get_counts(f, &k);
     uint64_t rd = k.reads[TIERLAB_REGION_DID], pf = k.prefetches[TIERLAB_REGION_DID];
@@ -148,7 +145,7 @@ int main(void)
     tc.tiers = 2;
     tc.line_bytes = 64;
     tc.fill_buffers = 10;
-    tc.window_accesses = 100;
+    tc.window_ns = 100.0;
     tc.cpu_ns_per_access = 1.0;
     tc.tier[0] = (tierlab_tier_params){80, 100, 10e9, 10e9, 64, 0, 100, 0};
     tc.tier[1] = (tierlab_tier_params){170, 300, 2e9, 1e9, 256, 64, 8, 0};

@@ -80,6 +80,12 @@ HEAVY = {
     ("sim", "run"): ["tierlab.experiments.sims.run._run_binary",
                      "tierlab.experiments.sims.embedded.run"],
     ("sim", "compare"): ["tierlab.experiments.sims.compare.compare"],
+    ("bench", "memsim"): ["tierlab.experiments.bench.memsim.run"],
+    ("model", "chapter6"): ["tierlab.experiments.tiers.run_chapter6"],
+    ("model", "tiers"): ["tierlab.experiments.tiers.structure_grid"],
+    # the tracing build, made on first use, takes a minute (tests/traces/ run it)
+    ("trace", "memory"): ["tierlab.engine.memtrace.build"],
+    ("bench", "memtrace"): ["tierlab.experiments.bench.memtrace.run"],
 }
 # Commands that document exit status 1 (a result that disagrees, a failed row).
 STATUS_1 = {("bench", "pisa"), ("bench", "cache"), ("validate",)}

@@ -32,7 +32,11 @@ GOLDEN_V3 = {
         "segment_cache_miss_rate_head_start", "qps_rel_error", "latency_p99_ns_rel_error",
         "latency_mean_ns_rel_error", "storage_bytes_read_rel_error", "page_cache_miss_rate_pp",
         "segment_cache_miss_rate_pp", "diagnosis"],
-    # v4 (issue 22) added sim_run
+    # v4 (memory traces, traces/memtrace.md)
+    "memtrace_summary": ["trace_id", "codec", "placement", "k", "every", "max_bytes", "sampling",
+                         "query_id", "query_type", "region", "accesses", "loads", "stores",
+                         "bytes", "distinct_lines", "stack_accesses", "line_bytes"],
+    # v5 (issue 22) added sim_run
     "sim_run": ["run_id", "source", "started_at", "tierlab_version", "spec", "tier", "stream",
                 "mode", "region", "reads", "writes", "read_latency_mean_ns",
                 "read_latency_p50_ns", "read_latency_p99_ns", "total_ns",
@@ -42,11 +46,12 @@ KEYS = {"run": ["run_id"], "query": ["run_id", "query_id"],
         "term": ["run_id", "query_id", "term_pos"], "cache_run": ["run_id"],
         "cache_query": ["run_id", "core", "query_id"],
         "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"],
+        "memtrace_summary": ["trace_id", "query_id", "region"],
         "sim_run": ["run_id", "mode", "region"]}
 
 
 def test_golden_columns():
-    assert schema.version() == 4
+    assert schema.version() == 5
     for table, cols in GOLDEN_V3.items():
         assert schema.arrow_schema(table).names == cols
     assert {t: schema.key(t) for t in schema.tables()} == KEYS

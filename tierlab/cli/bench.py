@@ -121,6 +121,7 @@ def register(sub) -> None:
     register_model(bsub)
     register_cache(bsub)
     register_memsim(bsub)
+    register_memtrace(bsub)
 
 
 _PISA_HELP = """\
@@ -218,6 +219,68 @@ def run_integrity(args) -> int:
     print(integrity.format_table(doc))
     print(f"\nwrote {args.out}")
     return 0 if not doc["errors"] and all(t["met"] for t in doc["targets"]) else 1
+
+
+_MEMTRACE_HELP = """\
+What recording a memory trace costs (tierlab trace memory, traces/memtrace.md).
+Generates one corpus (--size, seeded) and its workloads, builds the index
+(--codec), opens it with --placement, and for SINGLE H and AND H times the
+queries with the release library (sum of each query's fastest of --reps
+repetitions after a warm pass) and with the tracing build recording every
+load and store (once, no sampling, on the same CPU). Reports the slowdown,
+ns per traced access, bytes per access on disk and per query, and the
+accesses per region. Builds the tracing build first if needed. Scratch files
+(and the traces) go next to --out (or in --work), removed unless --keep.
+Takes a few minutes at the default size.
+"""
+
+
+def register_memtrace(bsub) -> None:
+    from tierlab.experiments.bench import memtrace
+
+    p = _benchmark(bsub, "memtrace", "cost of recording memory traces (slowdown, bytes)",
+                   _MEMTRACE_HELP)
+    defaults = memtrace.Config()
+    p.add_argument("--size", type=size, default=defaults.size_bytes, metavar="SIZE",
+                   help="corpus size to generate, e.g. 50MB (default: 20MB)")
+    p.add_argument("--queries-h", type=positive_int, default=defaults.queries["H"], metavar="N",
+                   help="queries per H workload (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the corpus and workloads (default: %(default)s)")
+    p.add_argument("--codec", default=defaults.codec, metavar="CODEC",
+                   help="codec of the index (default: %(default)s)")
+    p.add_argument("--placement", default=defaults.placement, metavar="PLACEMENT",
+                   help="where the index files live in both runs (default: %(default)s)")
+    p.add_argument("--k", type=positive_int, default=defaults.k, metavar="K",
+                   help="hits kept per query (default: %(default)s)")
+    p.add_argument("--reps", type=positive_int, default=defaults.reps, metavar="R",
+                   help="repetitions of the uninstrumented runs (default: %(default)s)")
+    p.add_argument("--lackey-queries", type=int, default=0, metavar="N",
+                   help="also check the first N queries of each workload against valgrind's "
+                   "lackey on the same run, per region (slow: about 100 lackey log lines per "
+                   "access; default 0: no check)")
+    p.add_argument("--work", type=Path, metavar="DIR",
+                   help="make the scratch folder in DIR (default: the folder of --out)")
+    p.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    p.set_defaults(func=run_memtrace)
+
+
+def run_memtrace(args) -> int:
+    from tierlab.experiments.bench import memtrace
+    from tierlab.experiments.bench.codecs import check_writable, write_json
+
+    cfg = memtrace.Config(size_bytes=args.size, queries={"H": args.queries_h, "M": 1, "L": 1},
+                          seed=args.seed, work=args.work, keep=args.keep,
+                          progress=_progress(args), codec=args.codec,
+                          placement=args.placement, k=args.k, reps=args.reps,
+                          lackey_queries=args.lackey_queries)
+    memtrace.validate(cfg)
+    check_writable(args.out)
+    doc = memtrace.run(cfg, args.out)
+    write_json(doc, args.out)
+    print(memtrace.format_table(doc))
+    print(f"\nwrote {args.out}")
+    return 0 if not doc["errors"] else 1
 
 
 def run_codecs(args) -> int:
@@ -419,6 +482,8 @@ def register_memsim(bsub) -> None:
     p.add_argument("--index", type=Path, metavar="IDX", help="with --workload: time the "
                    "synthesised stream of this index's queries as the 'query' stream")
     p.add_argument("--workload", type=Path, metavar="FILE", help="query file for --index")
+    p.add_argument("--trace", type=Path, metavar="DIR", help="with --index and --workload: "
+                   "the 'query' stream is this `tierlab trace memory` recording of them")
     p.set_defaults(func=run_memsim)
 
 
@@ -433,11 +498,13 @@ def run_memsim(args) -> int:
     specs.load(args.tier, kind="memory")
     if (args.index is None) != (args.workload is None):
         raise TierlabError("--index and --workload go together")
+    if args.trace is not None and args.index is None:
+        raise TierlabError("--trace needs --index and --workload (the traced queries)")
     check_writable(args.out)
     before = os.getloadavg()
     doc = bench_memsim.run(bench_memsim.Config(
         machine=args.machine, tier=args.tier, accesses=args.accesses, reps=args.reps,
-        index=args.index, workload=args.workload))
+        index=args.index, workload=args.workload, trace=args.trace))
     doc["machine"]["loadavg_before_after"] = [round(before[0], 2),
                                               round(os.getloadavg()[0], 2)]
     write_json(doc, args.out)

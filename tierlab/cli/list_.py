@@ -1,6 +1,6 @@
-"""`tierlab list codecs|configs|policies|placement-tiers|query-types|tiers|devices|machines|keys`:
-print a registry (the names users type), read from where it is kept: the codec,
-configuration, policy, placement-tier and query-type registries of the C kernels
+"""`tierlab list codecs|configs|policies|placement-tiers|query-types|memory-regions|tiers|
+devices|machines|keys`: print a registry (the names users type), read from where it is kept: the
+codec, configuration, policy, placement-tier, query-type and memory-region registries of the C kernels
 (tierlab.core.registry), the specs of sim-configs/ (tierlab.core.specs) for tiers
 (memory specs), devices (storage specs) and machines, and the run spec's keys."""
 from __future__ import annotations
@@ -53,6 +53,13 @@ def _query_types() -> None:
     from tierlab.core import registry
 
     _table(["query_type"], [[name] for name in registry.query_types()])
+
+
+def _memory_regions() -> None:
+    """The region tags of `tierlab trace memory` (traces/memtrace.md)."""
+    from tierlab.core import registry
+
+    _table(["number", "memory_region"], [[i, n] for i, n in enumerate(registry.memory_regions())])
 
 
 def _specs(kind: str) -> list:
@@ -117,7 +124,7 @@ def _keys() -> None:
 REGISTRIES = {"codecs": _codecs, "configs": _configs, "tiers": _tiers, "devices": _devices,
               "machines": _machines,
               "policies": _policies, "placement-tiers": _placement_tiers,
-              "query-types": _query_types, "keys": _keys}
+              "query-types": _query_types, "memory-regions": _memory_regions, "keys": _keys}
 
 
 def register(sub) -> None:
@@ -125,7 +132,8 @@ def register(sub) -> None:
                        description="Print one of tierlab's registries: codecs, APCache "
                        "configurations, memory tiers, storage devices and machines (the "
                        "specs of sim-configs/, with their main numbers and file), cache policies, "
-                       "placement tiers, query types, the run spec's keys.")
+                       "placement tiers, query types, the region tags of memory traces, the "
+                       "run spec's keys.")
     p.add_argument("what", choices=list(REGISTRIES), help="which registry")
     p.set_defaults(func=run)
 

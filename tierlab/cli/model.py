@@ -1,5 +1,6 @@
-"""`tierlab model run|sweep|reference`: the SimPy model of APCache (model/,
-package tierlab.model; keys of the configuration files in model/README.md)."""
+"""`tierlab model run|sweep|reference|tiers|chapter6`: the SimPy model of APCache
+(model/, package tierlab.model; keys of the configuration files in model/README.md)
+and the memory-tier predictions (tierlab.experiments.tiers)."""
 from __future__ import annotations
 
 import argparse
@@ -82,6 +83,7 @@ def register(sub) -> None:
                    help="cost table (default: this machine's, measured once and cached)")
     f.add_argument("--no-progress", action="store_true", help="no progress bar")
     f.set_defaults(func=reference_cmd)
+    register_tiers(cmds)
 
 
 def _fmt(v) -> str:
@@ -170,4 +172,135 @@ def reference_cmd(args) -> int:
     paths = plot_all(tables["main"], tables["lookahead"], tables["multicore"], out)
     print(reference.format_trends(trends))
     print(f"wrote {out / 'trends.json'}, " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+_TIERS_HELP = paragraphs(
+    "Predict the QPS of an index's workloads with each structure (dict, skip, did, freq) "
+    "alone on each memory tier and the rest in DRAM (tierlab.experiments.tiers): the engine "
+    "runs each workload here (index in DRAM, --reps warm runs, each query's median latency as "
+    "its CPU time), each query's memory stream goes through the machine's caches and the "
+    "tier-timing model (docs/tiers.md \"The memory-tier model\"), and a query costs its CPU "
+    "time plus its stall on the placement minus its stall on the machine's DRAM; --cores cores "
+    "share each tier's bandwidth. The roofline rule (model/tier.py) is shown beside it for DID "
+    "and freq.",
+    "Writes OUT/tiers.csv and OUT/placements.png and prints the table.")
+
+_CH6_HELP = paragraphs(
+    "The reference's chapter-6 comparison (Thai 2025, real Optane DC PM): QPS drop DRAM -> PM "
+    "with DID and freq blocks all on PM (six interleaved DIMMs shared by the platform's 24 "
+    "cores of a socket), skip list and dictionary in DRAM, per codec, for AND H, AND M and "
+    "SINGLE H, and the backend-bound ratio's analogue. Generates a corpus (--size, seeded), "
+    "builds one index per codec and one workload per (type, class) in a scratch folder (removed "
+    "unless --keep), runs `model tiers`' prediction and writes OUT/chapter6.csv and "
+    "OUT/chapter6.md with the reference's numbers and met/missed (within 5 percentage points).")
+
+
+def register_tiers(cmds) -> None:
+    from tierlab.cli.args import positive_int, size
+    from tierlab.experiments import tiers
+
+    t = cmds.add_parser("tiers", help="predicted QPS of each structure on each memory tier",
+                        description=_TIERS_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example: tierlab model tiers idx --workload andH.queries "
+                        "--out tiers/")
+    t.add_argument("index", metavar="INDEX")
+    t.add_argument("--workload", action="append", required=True, metavar="FILE",
+                   help="query file (repeat for more)")
+    t.add_argument("--trace", action="append", metavar="DIR",
+                   help="a `tierlab trace memory` folder (or memtrace.bin) of each --workload, "
+                   "in the same order: its recorded accesses instead of the synthesised stream")
+    t.add_argument("--tier", action="append", metavar="SPEC",
+                   help="memory spec (repeat; default: " + ", ".join(tiers.DEFAULT_TIERS) + ")")
+    t.add_argument("--structure", action="append", choices=["dict", "skip", "did", "freq"],
+                   help="structure to place (repeat; default: all four)")
+    t.add_argument("--machine", default=tiers.DEFAULT_MACHINE, metavar="SPEC",
+                   help="machine spec (default: %(default)s)")
+    t.add_argument("--cores", type=positive_int, default=24, metavar="N",
+                   help="cores sharing each tier (default: %(default)s, one socket)")
+    t.add_argument("--k", type=positive_int, default=1024, metavar="K",
+                   help="hits per query (default: %(default)s)")
+    t.add_argument("--reps", type=positive_int, default=3, metavar="R",
+                   help="warm runs per workload, the median per query (default: %(default)s)")
+    t.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    t.set_defaults(func=tiers_cmd)
+
+    c = cmds.add_parser("chapter6", help="the reference's DRAM -> Optane QPS drops per codec",
+                        description=_CH6_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("--size", type=size, default="200MB", metavar="SIZE",
+                   help="corpus size (default: 200MB)")
+    c.add_argument("--queries", type=positive_int, default=100, metavar="N",
+                   help="queries per workload (default: %(default)s)")
+    c.add_argument("--codec", action="append", metavar="CODEC",
+                   help="codec (repeat; default: the reference's five)")
+    c.add_argument("--machine", default=tiers.DEFAULT_MACHINE, metavar="SPEC",
+                   help="machine spec (default: %(default)s)")
+    c.add_argument("--cores", type=positive_int, default=24, metavar="N",
+                   help="cores sharing the DIMMs (default: %(default)s)")
+    c.add_argument("--reps", type=positive_int, default=3, metavar="R",
+                   help="warm runs per workload (default: %(default)s)")
+    c.add_argument("--stream", choices=["synthesised", "recorded"], default="synthesised",
+                   help="the queries' memory accesses: synthesised from the index layout and "
+                   "query counts, or recorded with the tracing build (`tierlab trace memory`; "
+                   "made on first use, about a minute) (default: %(default)s)")
+    c.add_argument("--m-class", choices=["relative", "reference"], default="relative",
+                   help="AND M's terms: the class thresholds relative to this corpus's documents, "
+                   "or the reference's absolute posting counts (1,000 to 1 M postings), whose "
+                   "lists are as long as the reference's (default: %(default)s)")
+    c.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default: 0)")
+    c.add_argument("--work", metavar="DIR", help="scratch folder's parent (default: OUT)")
+    c.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    c.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    c.set_defaults(func=chapter6_cmd)
+
+
+def tiers_cmd(args) -> int:
+    from tierlab.analysis.placements import plot_placements
+    from tierlab.core.values import output_dir
+    from tierlab.experiments import tiers
+
+    out = output_dir(args.out, "--out")
+    for w in args.workload:
+        if not Path(w).is_file():
+            raise TierlabError(f"--workload {w}: no such file")
+    df = tiers.structure_grid(args.index, args.workload,
+                              tiers=tuple(dict.fromkeys(args.tier or tiers.DEFAULT_TIERS)),
+                              structures=tuple(dict.fromkeys(args.structure or
+                                                             ("dict", "skip", "did", "freq"))),
+                              machine=args.machine, cores=args.cores, k=args.k, reps=args.reps,
+                              traces=args.trace)
+    tiers.write_csv(df, out / "tiers.csv")
+    png = plot_placements(df, out / "placements.png")
+    cols = ["workload", "structure", "tier", "qps", "drop_pct", "qps_roofline",
+            "drop_pct_roofline"]
+    print(df[cols].to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
+    print(f"wrote {out / 'tiers.csv'}, {png}")
+    return 0
+
+
+def chapter6_cmd(args) -> int:
+    from tierlab.core import registry
+    from tierlab.core.values import output_dir
+    from tierlab.experiments import tiers
+
+    out = output_dir(args.out, "--out")
+    codecs = tuple(dict.fromkeys(args.codec or ("base", "pfor-delta", "pfor-delta256",
+                                                 "vbyte-delta", "svbyte-delta")))
+    for c in codecs:
+        if c not in registry.codecs():
+            raise TierlabError(f"--codec {c}: unknown (known: {', '.join(registry.codecs())})")
+    df = tiers.run_chapter6(codecs, size=args.size, queries=args.queries, seed=args.seed,
+                            work=Path(args.work) if args.work else out, keep=args.keep,
+                            machine=args.machine, cores=args.cores, reps=args.reps,
+                            stream=args.stream, m_class=args.m_class)
+    tiers.write_csv(df, out / "chapter6.csv")
+    md = tiers.chapter6_markdown(df, size=args.size, queries=args.queries, cores=args.cores,
+                                 machine=args.machine, stream=args.stream, m_class=args.m_class)
+    tmp = out / f".chapter6.md.tmp-{__import__('os').getpid()}"
+    tmp.write_text(md)
+    tmp.replace(out / "chapter6.md")
+    print(md)
+    print(f"wrote {out / 'chapter6.csv'}, {out / 'chapter6.md'}")
     return 0

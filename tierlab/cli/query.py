@@ -111,6 +111,17 @@ def register(sub) -> None:
     c.add_argument("--codec", default=None, metavar="NAME",
                    help="with --default: the codec (default pfor-delta256)")
     c.add_argument("--refresh", action="store_true", help="with --default: measure again")
+    c.add_argument("--tier", metavar="SPEC", action="append",
+                   help="also time the index's queries on this memory spec (repeatable): the "
+                   "table's `memory` section, per query type and structure (dict, skip, did, "
+                   "freq, all), the stall over the machine's DRAM per query and per block "
+                   "(cache filter + tier-timing model on synthesised streams, docs/tiers.md "
+                   "\"The memory-tier model\"), with the roofline rule beside it; the model's "
+                   "tier_rule: trace and place_* keys charge it")
+    c.add_argument("--machine", default="xeon-gold-6252n", metavar="SPEC",
+                   help="with --tier: the machine spec of the caches (default: %(default)s)")
+    c.add_argument("--cores", type=positive_int, default=1, metavar="N",
+                   help="with --tier: cores sharing each tier's bandwidth (default: 1)")
     c.add_argument("--quiet", action="store_true", help="no progress bar, no report")
     c.set_defaults(func=run_costs)
 
@@ -203,6 +214,15 @@ def run_costs(args) -> int:
     from tierlab.model import costs
     from tierlab.core.errors import TierlabError
 
+    if args.tier:
+        from tierlab.core import specs
+
+        if args.default:
+            raise TierlabError("--tier needs an INDEX (its queries are timed on the tier), "
+                               "not --default")
+        specs.load(args.machine, kind="machine")  # before the long measurement
+        for t in args.tier:
+            specs.load(t, kind="memory")
     if args.default:
         if args.index or args.workload or args.queries or args.placement:
             raise TierlabError("--default measures its own generated index: give no INDEX, "
@@ -237,6 +257,10 @@ def run_costs(args) -> int:
         finally:
             if bar is not None:
                 bar.close()
+    if args.tier:
+        table.extra["memory"] = costs.memory_section(
+            table, args.index, list(dict.fromkeys(args.tier)), machine=args.machine,
+            cores=args.cores, workloads=args.workload, k=args.k)
     if args.out:
         table.save(args.out)
     if not args.quiet:
@@ -273,4 +297,18 @@ def _costs_report(t) -> str:
                          f"{100 * r['median_abs_rel_error']:5.1f} % / "
                          f"{100 * r['p90_abs_rel_error']:5.1f} %  total "
                          f"{100 * r.get('total_rel_error', 0.0):+5.1f} %")
+    mem = t.extra.get("memory")
+    if mem:
+        lines.append(f"memory     extra ns over {mem['baseline']} per block decoded (per query for "
+                     f"dict), {mem['machine']}, {mem['cores']} core(s); roofline rule for DID + "
+                     f"freq beside it:")
+        for spec, per_type in mem["tiers"].items():
+            for qtype, row in per_type.items():
+                lines.append(f"  {spec:<20} {qtype:<6} dict {row['dict']['extra_ns_per_query']:>8,.0f}"
+                             f"  skip {row['skip']['extra_ns_per_block']:>7,.1f}"
+                             f"  did {row['did']['extra_ns_per_block']:>7,.1f}"
+                             f"  freq {row['freq']['extra_ns_per_block']:>7,.1f}"
+                             f"  all {row['all']['extra_ns_per_block']:>8,.1f}"
+                             f"  | roofline did+freq "
+                             f"{row.get('roofline_postings_ns_per_block', float('nan')):>7,.1f}")
     return "\n".join(lines)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from tierlab.cli.args import paragraphs
+from tierlab.cli.args import paragraphs, positive_int, size
+from tierlab.core.errors import TierlabError
 
 MANY = 12  # more rows than this are summarised by group, not listed
 
@@ -34,6 +36,27 @@ _DESCRIPTION = paragraphs(
     "exit status is 2; a PATH without tables is one line and exit status 2.")
 
 
+_MEMORY = paragraphs(
+    "Run the queries of WORKLOAD on INDEX with the tracing build of the kernels and record "
+    "every load and store they make: address, size, load or store, the query, and the region "
+    "(tierlab list memory-regions: dictionary, skip, did, freq, segment_cache, decode_buffer, "
+    "topk_heap, other). Writes OUT/memtrace.bin (format: traces/memtrace.md; read it with "
+    "tierlab.traces.memtrace) and OUT/memtrace_summary.parquet (one row per query x region: "
+    "accesses, loads, stores, bytes, distinct 64-byte lines).",
+    "The tracing build (clang's -fsanitize-coverage=trace-loads,trace-stores on the query and "
+    "codec sources, with tierlab's recorder) is made on first use in build/memtrace (about a "
+    "minute; `make memtrace` does the same). A trace takes 16 bytes per access, and tracing "
+    "slows the queries down many times (`tierlab bench memtrace` measures both): sample a "
+    "long workload with --every and cap the file with --max-bytes. The sampling is stated in "
+    "the trace's header, in the summary and in the output.",
+    "Errors are one line and exit status 2; an interrupted run leaves neither file (nor "
+    "temporaries: a killed run's are removed by the next run).")
+
+
+def _budget(text: str) -> int:
+    return 0 if text.strip() == "0" else size(text)
+
+
 def register(sub) -> None:
     p = sub.add_parser("trace", help="check and summarise result tables (traces/schema.yaml)",
                        description="Traces: the result tables every tierlab run writes "
@@ -49,6 +72,32 @@ def register(sub) -> None:
                         "  tierlab trace inspect model-sweep")
     i.add_argument("path", metavar="PATH", help="a table file (.parquet, .csv) or a folder")
     i.set_defaults(func=run_inspect)
+
+    from tierlab.cli.query import PLACE_HELP
+
+    mem = cmds.add_parser("memory", help="record the loads and stores of a query run (an "
+                          "address trace per region)", description=_MEMORY,
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog="examples:\n"
+                          "  tierlab trace memory data/idx data/and-h.queries --out traces/and-h\n"
+                          "  tierlab trace memory data/idx data/h.queries --out t --every 10 "
+                          "--max-bytes 2GB --place did=dram,freq=dram")
+    mem.add_argument("index", metavar="INDEX", help="index directory")
+    mem.add_argument("workload", metavar="WORKLOAD", help="query file (SINGLE and AND queries)")
+    mem.add_argument("--out", required=True, metavar="DIR",
+                     help="folder for memtrace.bin and memtrace_summary.parquet (created; the "
+                     "two are replaced)")
+    mem.add_argument("--place", metavar="PLACEMENT", default="", help=PLACE_HELP)
+    mem.add_argument("--k", type=positive_int, default=1024,
+                     help="results kept per query (default 1024)")
+    mem.add_argument("--every", type=positive_int, default=1, metavar="N",
+                     help="trace only the queries whose 0-based ordinal is a multiple of N; the "
+                     "others are not run (default 1: all)")
+    mem.add_argument("--max-bytes", type=_budget, default=0, metavar="SIZE",
+                     help="byte budget of the trace file, e.g. 2GB: recording stops before the "
+                     "first query that would cross it, whole queries only (default 0: none)")
+    mem.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    mem.set_defaults(func=run_memory)
 
 
 def run_inspect(args) -> int:
@@ -184,9 +233,106 @@ def _sim_run(df) -> None:
         print(f"  ... and {len(df) - MANY:,} more")
 
 
+def _memtrace_summary(df) -> None:
+    for tid, g in df.groupby("trace_id"):
+        r = g.iloc[0]
+        print(f"  trace {tid}: {r.codec}, placement {r.placement or 'storage'}, k {r.k:,}; "
+              f"{r.sampling}")
+        _region_table(g)
+
+
+def _region_table(df) -> None:
+    """Accesses, loads, stores, bytes and distinct lines per region of a
+    memtrace_summary table (lines summed over queries), with the shares."""
+    by = df.groupby("region")[["accesses", "loads", "stores", "bytes", "distinct_lines"]].sum()
+    total = max(int(by.accesses.sum()), 1)
+    print(f"  {'region':<14} {'accesses':>14} {'share':>7} {'loads':>14} {'stores':>14} "
+          f"{'bytes':>12} {'lines':>12}")
+    for region, r in by.sort_values("accesses", ascending=False).iterrows():
+        print(f"  {region:<14} {r.accesses:>14,} {_pct(r.accesses / total):>7} {r.loads:>14,} "
+              f"{r.stores:>14,} {_bytes(r.bytes):>12} {r.distinct_lines:>12,}")
+    print(f"  {'all':<14} {total:>14,} {'':>7} {int(by.loads.sum()):>14,} "
+          f"{int(by.stores.sum()):>14,} {_bytes(by.bytes.sum()):>12}")
+
+
 _SUMMARY = {"run": _run, "query": _query, "term": _term, "cache_run": _cache_run,
             "cache_query": _cache_query, "cache_timeline": _cache_timeline,
-            "validation": _validation, "sim_run": _sim_run}
+            "validation": _validation, "memtrace_summary": _memtrace_summary,
+            "sim_run": _sim_run}
+
+
+# --- tierlab trace memory ----------------------------------------------------------------------
+
+def run_memory(args) -> int:
+    import pandas as pd
+
+    from tierlab.core import signals
+    from tierlab.core.values import check_free_space, output_dir
+    from tierlab.engine import memtrace as engine
+    from tierlab.engine.workload import read_queries
+    from tierlab.traces import memtrace, schema
+
+    if 0 < args.max_bytes < memtrace.HEADER_BYTES:
+        raise TierlabError(f"--max-bytes {args.max_bytes}: below the trace header's "
+                           f"{memtrace.HEADER_BYTES} bytes")
+    out = output_dir(args.out, "--out")
+    if not Path(args.index).is_dir():
+        raise TierlabError(f"INDEX {args.index}: no such index directory")
+    queries = read_queries(args.workload)  # a bad workload: its path:line, before any work
+    if args.max_bytes:
+        check_free_space(out / engine.TRACE_FILE, args.max_bytes, "--max-bytes")
+    out.mkdir(parents=True, exist_ok=True)
+    signals.report(signals.remove_stale(out, engine.stale_pattern()), "a killed trace run")
+    if not args.quiet and not engine.built():
+        print("building the tracing build of the kernels (first use, about a minute)",
+              file=sys.stderr, flush=True)
+    engine.build()
+    pid = os.getpid()
+    trace_tmp = out / f".{engine.TRACE_FILE}.tmp-{pid}"
+    summary_tmp = out / f".{SUMMARY_FILE}.tmp-{pid}"
+    bar = None
+    try:
+        if not args.quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=-(-len(queries) // args.every), unit="query", desc="trace",
+                       leave=False, disable=None)  # None: no bar when stderr is no terminal
+
+            def progress(done, total):
+                bar.total = total
+                bar.update(done - bar.n)
+        rec = engine.record(args.index, args.workload, trace_tmp, placement=args.place or "",
+                            k=args.k, every=args.every, max_bytes=args.max_bytes,
+                            progress=None if bar is None else progress)
+        if bar is not None:
+            bar.close()
+            bar = None
+        types = ["single" if len(q) == 1 else "and" for q in queries]
+        rows = memtrace.summary_rows(trace_tmp, types)
+        schema.write_table("memtrace_summary", rows, summary_tmp)
+        with signals.held():
+            os.replace(trace_tmp, out / engine.TRACE_FILE)
+            os.replace(summary_tmp, out / SUMMARY_FILE)
+    finally:
+        if bar is not None:
+            bar.close()
+        trace_tmp.unlink(missing_ok=True)
+        summary_tmp.unlink(missing_ok=True)
+    h = memtrace.read_header(out / engine.TRACE_FILE)
+    size_b = (out / engine.TRACE_FILE).stat().st_size
+    print(f"wrote {out / engine.TRACE_FILE} ({_bytes(size_b)}, {h.records:,} records of "
+          f"{memtrace.RECORD_BYTES} bytes, {size_b / max(h.records, 1):.2f} bytes per access with "
+          f"the header) "
+          f"and {out / SUMMARY_FILE}")
+    print(f"sampling: {h.sampling()}")
+    if not args.quiet:
+        print(f"index {args.index}: {h.codec}, placement {h.placement or 'storage'}, k {h.k:,}; "
+              f"the traced queries took {_ns(rec.wall_ns)}")
+        _region_table(pd.DataFrame(rows))
+    return 0
+
+
+SUMMARY_FILE = "memtrace_summary.parquet"
 
 
 # --- formatting --------------------------------------------------------------------------------

@@ -173,6 +173,7 @@ _REGISTRIES = {
     "policies": ("tierlab_policy_count", "tierlab_policy_name"),
     "tiers": ("tierlab_tier_count", "tierlab_tier_name"),
     "query_types": ("tierlab_query_type_count", "tierlab_query_type_name"),
+    "memory_regions": ("tierlab_memtrace_region_count", "tierlab_memtrace_region_name"),
 }
 
 

@@ -35,6 +35,12 @@ def query_types() -> tuple[str, ...]:
     return registry_names("query_types")
 
 
+def memory_regions() -> tuple[str, ...]:
+    """Regions of the memory traces, at their TIERLAB_REGION_* number
+    (kernels/src/memtrace/regions.c)."""
+    return registry_names("memory_regions")
+
+
 def devices() -> tuple[str, ...]:
     """Storage device specs (sim-configs/devices, kind storage)."""
     from tierlab.core import specs

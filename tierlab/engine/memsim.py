@@ -34,12 +34,11 @@ CHUNK = 1 << 16  # records per call into the filter
 
 
 def regions() -> tuple[str, ...]:
-    """Region names by number, from tierlab.h's TIERLAB_REGION_* (lower case)."""
-    ffi, lib = ffi_lib()
-    n = int(lib.TIERLAB_REGIONS)
-    names = {int(getattr(lib, k)): k[len("TIERLAB_REGION_"):].lower()
-             for k in dir(lib) if k.startswith("TIERLAB_REGION_")}
-    return tuple(names[i] for i in range(n))
+    """Region names by number: the region registry (tierlab.core.registry.
+    memory_regions, kernels/src/memtrace/regions.c)."""
+    from tierlab.core import registry
+
+    return registry.memory_regions()
 
 
 def region_id(name: str) -> int:
@@ -184,10 +183,14 @@ SERIAL_REGIONS = ("dictionary",)
 
 
 def core_limits(machine) -> dict:
-    """fill_buffers and the epoch window (accesses) of the machine's core."""
+    """fill_buffers and the epoch window of the machine's core: the time its
+    reorder buffer takes to fill at full allocation width, rob_entries /
+    (allocation_width x core_frequency_hz) (Skylake: 224 / (4 x 2.3 GHz) =
+    24 ns); misses further apart cannot overlap."""
     m = machine_spec(machine)
-    return {"fill_buffers": int(m["fill_buffers"]),
-            "window_accesses": int(m.get("load_buffer", 72.0))}
+    rob, width = m.get("rob_entries", 224.0), m.get("allocation_width", 4.0)
+    hz = m.get("core_frequency_hz", 2.3e9)
+    return {"fill_buffers": int(m["fill_buffers"]), "window_ns": 1e9 * rob / (width * hz)}
 
 
 class Timing:
@@ -214,7 +217,7 @@ class Timing:
         c.tiers = len(tiers)
         c.line_bytes = int(m["line_bytes"])
         lim = core_limits(m)
-        c.fill_buffers, c.window_accesses = lim["fill_buffers"], lim["window_accesses"]
+        c.fill_buffers, c.window_ns = lim["fill_buffers"], lim["window_ns"]
         if not (cpu_ns_per_access >= 0 and np.isfinite(cpu_ns_per_access)):
             raise TierlabError(f"cpu_ns_per_access must be >= 0, got {cpu_ns_per_access}")
         c.cpu_ns_per_access = float(cpu_ns_per_access)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "apcache.h"
+#include "memtrace/memtrace.h"
 
 #define TL_MPOL_BIND 2
 #define TL_MAX_NODE 1024
@@ -139,15 +140,21 @@ int tl_slow_alloc(const char *spec, size_t len, tl_slow *s, char *err, size_t er
     memset(s, 0, sizeof *s);
     if (len == 0) len = TL_PAGE;
     snprintf(s->spec, sizeof s->spec, "%s", spec);
-    if (!strcmp(spec, "dram")) return tl_slow_dram(len, s, err, errlen);
-    if (!strncmp(spec, "pm:", 3) && spec[3]) return tl_slow_pm(spec + 3, len, s, err, errlen);
-    if (!strncmp(spec, "numa:", 5) && spec[5]) return tl_slow_numa(spec + 5, len, s, err, errlen);
+    int rc = !strcmp(spec, "dram")                 ? tl_slow_dram(len, s, err, errlen)
+             : !strncmp(spec, "pm:", 3) && spec[3]   ? tl_slow_pm(spec + 3, len, s, err, errlen)
+             : !strncmp(spec, "numa:", 5) && spec[5] ? tl_slow_numa(spec + 5, len, s, err, errlen)
+                                                     : 1;
+    if (rc != 1) {
+        if (!rc) TL_MT_REGION(TIERLAB_REGION_SEGMENT_CACHE, s->mem, s->len);
+        return rc;
+    }
     return tl_err(err, errlen, TIERLAB_EINVAL,
                   "unknown slow tier '%s' (dram, pm:PATH, numa:N)", spec);
 }
 
 void tl_slow_free(tl_slow *s) {
     if (s->mem) {
+        TL_MT_UNREGION(s->mem);
         if (s->locked) munlock(s->mem, s->len);
         munmap(s->mem, s->len);
     }

@@ -10,6 +10,7 @@
  * and unpack), used by the encoder and by the decoder without AVX2. */
 #include <string.h>
 
+#include "memtrace/memtrace.h"
 #include "pfor.h"
 
 /* ---- the vertical layout, scalar: on every CPU, identical results ---- */
@@ -78,8 +79,10 @@ void tl_vunpack_scalar(const uint8_t *in, size_t n, unsigned b, uint32_t *out) {
 #include <immintrin.h>
 
 #define TL_AVX2 __attribute__((target("avx2")))
-#define TL_LOAD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-#define TL_STORE(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), v)
+/* 32 bytes each: reported to the memory-trace recorder by hand in the
+ * tracing build (memtrace.h; its instrumentation covers 1..16 bytes). */
+#define TL_LOAD(p) (TL_MT_LOAD(p, 32), _mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define TL_STORE(p, v) (TL_MT_STORE(p, 32), _mm256_storeu_si256((__m256i *)(void *)(p), v))
 
 /* Exception modes of a kernel: none, a dense patch array, or the expand. */
 enum { TL_X_NONE, TL_X_PATCH, TL_X_EXPAND };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "index.h"
+#include "memtrace/memtrace.h"
 #include "manifest.h"
 
 static int tl_read_header(const char *path, tl_file_header *h, uint64_t *size, char *err,
@@ -245,6 +246,10 @@ int tl_index_open(const char *dir, const char *placement, unsigned flags, tierla
     ix->dids_len = in->file_bytes[TIERLAB_FILE_DIDS];
     ix->freqs = ix->r[TIERLAB_FILE_FREQS].data;
     ix->freqs_len = in->file_bytes[TIERLAB_FILE_FREQS];
+    TL_MT_REGION(TIERLAB_REGION_DICTIONARY, ix->r[TIERLAB_FILE_DICT].data, ix->r[TIERLAB_FILE_DICT].len);
+    TL_MT_REGION(TIERLAB_REGION_SKIP, ix->skip, ix->skip_len);
+    TL_MT_REGION(TIERLAB_REGION_DID, ix->dids, ix->dids_len);
+    TL_MT_REGION(TIERLAB_REGION_FREQ, ix->freqs, ix->freqs_len);
     ix->checks = (flags & TIERLAB_OPEN_VERIFY) ? TIERLAB_CHECKS_FULL : TIERLAB_CHECKS_DEFAULT;
     *out = ix;
     return 0;
@@ -266,7 +271,10 @@ int tierlab_index_open(const char *dir, const char *placement, tierlab_index **o
 
 void tierlab_index_close(tierlab_index *ix) {
     if (!ix) return;
-    for (int f = 0; f < TIERLAB_FILES; f++) tl_region_release(&ix->r[f]);
+    for (int f = 0; f < TIERLAB_FILES; f++) {
+        TL_MT_UNREGION(ix->r[f].data);
+        tl_region_release(&ix->r[f]);
+    }
     free(ix);
 }
 

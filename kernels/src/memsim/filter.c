@@ -27,8 +27,12 @@
 #define TL_MAX_DEGREE 8u
 
 typedef struct {
-    uint64_t *tag;    /* sets x ways; line + 1, 0 = empty */
-    uint64_t *stamp;  /* LRU: larger = more recent        */
+    uint64_t tag;   /* line + 1, 0 = empty           */
+    uint64_t stamp; /* LRU: larger = more recent     */
+} tl_way;           /* together: a set's search touches one array */
+
+typedef struct {
+    tl_way *w;        /* sets x ways */
     uint8_t *flags;
     uint8_t *region;
     uint64_t sets, mask; /* mask != 0: sets is a power of two */
@@ -79,7 +83,7 @@ static size_t tl_find(const tl_level *l, uint64_t line)
     size_t base = (size_t)tl_set(l, line) * l->ways;
     uint64_t t = line + 1;
     for (uint32_t w = 0; w < l->ways; w++)
-        if (l->tag[base + w] == t)
+        if (l->w[base + w].tag == t)
             return base + w;
     return SIZE_MAX;
 }
@@ -116,7 +120,7 @@ static void tl_evicted(tierlab_filter *f, unsigned li, uint64_t line, uint8_t fl
             size_t i = tl_find(&f->lv[u], line);
             if (i != SIZE_MAX) {
                 flags |= f->lv[u].flags[i] & TL_DIRTY;
-                f->lv[u].tag[i] = 0;
+                f->lv[u].w[i].tag = 0;
                 f->lv[u].flags[i] = 0;
                 if (u == 0 && f->mru_valid && f->mru_idx == i)
                     f->mru_valid = 0;
@@ -142,24 +146,24 @@ static void tl_insert(tierlab_filter *f, unsigned li, uint64_t line, uint8_t fla
     tl_level *l = &f->lv[li];
     size_t base = (size_t)tl_set(l, line) * l->ways, v = base;
     for (uint32_t w = 0; w < l->ways; w++) {
-        if (l->tag[base + w] == 0) {
+        if (l->w[base + w].tag == 0) {
             v = base + w;
             goto put;
         }
-        if (l->stamp[base + w] < l->stamp[v])
+        if (l->w[base + w].stamp < l->w[v].stamp)
             v = base + w;
     }
     {
-        uint64_t old = l->tag[v] - 1;
+        uint64_t old = l->w[v].tag - 1;
         uint8_t of = l->flags[v], orr = l->region[v];
-        l->tag[v] = 0;
+        l->w[v].tag = 0;
         if (li == 0 && f->mru_valid && f->mru_idx == v)
             f->mru_valid = 0;
         tl_evicted(f, li, old, of, orr);
     }
 put:
-    l->tag[v] = line + 1;
-    l->stamp[v] = ++l->clock;
+    l->w[v].tag = line + 1;
+    l->w[v].stamp = ++l->clock;
     l->flags[v] = flags;
     l->region[v] = region;
 }
@@ -173,7 +177,7 @@ static void tl_fetch(tierlab_filter *f, unsigned top, uint64_t line, uint8_t reg
     for (unsigned li = top + 1; li < levels; li++) {
         size_t i = tl_find(&f->lv[li], line);
         if (i != SIZE_MAX) {
-            f->lv[li].stamp[i] = ++f->lv[li].clock;
+            f->lv[li].w[i].stamp = ++f->lv[li].clock;
             from = li;
             break;
         }
@@ -258,7 +262,7 @@ static void tl_line(tierlab_filter *f, uint64_t line, int store, uint8_t region)
     }
     size_t i = tl_find(l1, line);
     if (i != SIZE_MAX) {
-        l1->stamp[i] = ++l1->clock;
+        l1->w[i].stamp = ++l1->clock;
         uint8_t fl = l1->flags[i];
         if (store)
             fl |= TL_DIRTY;
@@ -279,7 +283,7 @@ static void tl_line(tierlab_filter *f, uint64_t line, int store, uint8_t region)
             size_t j = tl_find(&f->lv[li], line);
             if (j != SIZE_MAX) {
                 tl_level *l = &f->lv[li];
-                l->stamp[j] = ++l->clock;
+                l->w[j].stamp = ++l->clock;
                 if (l->flags[j] & TL_PREF) {
                     l->flags[j] &= (uint8_t)~TL_PREF;
                     f->counts.useful_prefetches[region]++;
@@ -314,8 +318,7 @@ static void tl_line(tierlab_filter *f, uint64_t line, int store, uint8_t region)
 
 static void tl_level_free(tl_level *l)
 {
-    free(l->tag);
-    free(l->stamp);
+    free(l->w);
     free(l->flags);
     free(l->region);
     memset(l, 0, sizeof *l);
@@ -336,8 +339,7 @@ void tierlab_filter_reset(tierlab_filter *f)
     for (unsigned i = 0; i < f->cfg.levels; i++) {
         tl_level *l = &f->lv[i];
         size_t n = (size_t)l->sets * l->ways;
-        memset(l->tag, 0, n * sizeof *l->tag);
-        memset(l->stamp, 0, n * sizeof *l->stamp);
+        memset(l->w, 0, n * sizeof *l->w);
         memset(l->flags, 0, n);
         memset(l->region, 0, n);
         l->clock = 0;
@@ -387,11 +389,10 @@ int tierlab_filter_new(const tierlab_filter_config *cfg, tierlab_filter **out)
         if (l->sets == 1)
             l->mask = 0, l->sets = 1;
         size_t n = (size_t)l->sets * l->ways;
-        l->tag = calloc(n, sizeof *l->tag);
-        l->stamp = calloc(n, sizeof *l->stamp);
+        l->w = calloc(n, sizeof *l->w);
         l->flags = calloc(n, 1);
         l->region = calloc(n, 1);
-        if (!l->tag || !l->stamp || !l->flags || !l->region) {
+        if (!l->w || !l->flags || !l->region) {
             tierlab_filter_free(f);
             return TIERLAB_ENOMEM;
         }

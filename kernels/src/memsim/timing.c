@@ -5,7 +5,8 @@
  * The stream is cut into epochs. An epoch is a group of demand reads the core
  * has in flight together (memory-level parallelism, as in interval analysis:
  * Karkhanis and Smith, ISCA 2004; Chou, Fahs and Abraham, ISCA 2004): reads
- * within `window_accesses` accesses of the epoch's first read, at most
+ * within `window_ns` of core time after the epoch's first read (the reorder
+ * buffer's reach: misses further apart cannot be in flight together), at most
  * min(fill_buffers, max_outstanding of the first read's tier) of them, of one
  * query. A read of a serial region (dependent loads, a search) closes the
  * epoch before and after itself. The epoch costs its longest read latency.
@@ -44,7 +45,7 @@ struct tierlab_timing {
     uint32_t m_query[TL_EPOCH_MAX];
     double m_lat[TL_EPOCH_MAX];
     uint32_t cap;          /* members allowed in this epoch */
-    uint64_t span;         /* accesses since the epoch's first read */
+    double span;           /* core ns since the epoch's first read */
     /* since the last close */
     double seg_cpu_ns;
     double seg_region_dev[TIERLAB_REGIONS];
@@ -93,7 +94,7 @@ int tierlab_timing_new(const tierlab_timing_config *cfg, tierlab_timing **out)
     *out = NULL;
     if (cfg->tiers < 1 || cfg->tiers > TIERLAB_TIMING_MAX_TIERS || !tl_pow2(cfg->line_bytes) ||
         cfg->fill_buffers < 1 || !(cfg->cpu_ns_per_access >= 0) ||
-        !isfinite(cfg->cpu_ns_per_access))
+        !isfinite(cfg->cpu_ns_per_access) || !(cfg->window_ns >= 0) || !isfinite(cfg->window_ns))
         return TIERLAB_EINVAL;
     for (unsigned r = 0; r < TIERLAB_REGIONS; r++)
         if (cfg->region_tier[r] >= cfg->tiers || cfg->region_serial[r] > 1)
@@ -201,20 +202,20 @@ void tierlab_timing_run(tierlab_timing *t, const tierlab_mem_request *req, size_
                         double *per_query, uint32_t nq)
 {
     const double cpa = t->cfg.cpu_ns_per_access;
-    const uint32_t window = t->cfg.window_accesses;
+    const double window = t->cfg.window_ns;
     for (size_t k = 0; k < n; k++) {
         const tierlab_mem_request *q = &req[k];
         uint8_t r = q->region < TIERLAB_REGIONS ? q->region : TIERLAB_REGION_OTHER;
         /* queries do not overlap on a core: a new query closes the epoch */
         if (t->seg_any && q->query != t->seg_query)
             tl_close(t, per_query, nq);
-        if (t->members && (t->span + q->gap > window || t->members >= t->cap))
-            tl_close(t, per_query, nq);
         double cpu = (double)q->gap * cpa;
+        if (t->members && (t->span + cpu > window || t->members >= t->cap))
+            tl_close(t, per_query, nq);
         t->seg_cpu_ns += cpu;
         t->res.cpu_ns += cpu;
         if (t->members)
-            t->span += q->gap;
+            t->span += cpu;
         t->seg_query = q->query;
         t->seg_any = 1;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "memtrace/memtrace.h"
 #include "query.h"
 
 /* The one table of query types: the names users type, at the index of their
@@ -63,11 +64,22 @@ tierlab_query_ctx *tierlab_query_ctx_new(const tierlab_index *ix, uint32_t k) {
         tierlab_query_ctx_free(q);
         return NULL;
     }
+    TL_MT_REGION(TIERLAB_REGION_TOPK_HEAP, q->heap, (size_t)k * sizeof *q->heap);
+    TL_MT_REGION(TIERLAB_REGION_TOPK_HEAP, q->tmp, (size_t)k * sizeof *q->tmp);
+    TL_MT_REGION(TIERLAB_REGION_TOPK_HEAP, q->out, (size_t)k * sizeof *q->out);
+    TL_MT_REGION(TIERLAB_REGION_TOPK_HEAP, q->hist, sizeof q->hist);
+    TL_MT_REGION(TIERLAB_REGION_DECODE_BUFFER, q->bufs,
+                 2u * TIERLAB_QUERY_MAX_TERMS * TIERLAB_MAX_BLOCK * sizeof *q->bufs);
     return q;
 }
 
 void tierlab_query_ctx_free(tierlab_query_ctx *q) {
     if (!q) return;
+    TL_MT_UNREGION(q->heap);
+    TL_MT_UNREGION(q->tmp);
+    TL_MT_UNREGION(q->out);
+    TL_MT_UNREGION(q->hist);
+    TL_MT_UNREGION(q->bufs);
     free(q->heap);
     free(q->out);
     free(q->tmp);

@@ -9,8 +9,9 @@ Streams (each a RECORD array built before the clock starts):
 - l1-resident: 8-byte loads cycling over 16 KiB (the filter's fast path);
 - random-miss: 64-byte loads at random lines of 4 GiB, a miss at every level
   on every access (the slow path, a request per access);
-- query: the synthesised memory stream of a query workload (tierlab.engine.
-  memstream) when --index and --workload are given, else a mixed stream:
+- query: the memory stream of a query workload when --index and --workload
+  are given: recorded by `tierlab trace memory` (--trace) or synthesised
+  (tierlab.engine.memstream); else a mixed stream:
   blocks of 200 sequential bytes at random places with 150 cached accesses
   each (decode buffer and heap), the shape of a query's stream.
 Each stream goes through a fresh filter (the machine spec's geometry) and a
@@ -40,6 +41,7 @@ class Config:
     reps: int = 3
     index: Path | None = None
     workload: Path | None = None
+    trace: Path | None = None
     seed: int = 0
 
 
@@ -66,7 +68,9 @@ def _streams(cfg: Config) -> dict:
     if cfg.index is not None and cfg.workload is not None:
         from tierlab.engine import memstream
 
-        out["query"] = memstream.workload_stream(cfg.index, cfg.workload).records
+        out["query"] = (memstream.recorded(cfg.index, cfg.workload, cfg.trace)
+                        if cfg.trace is not None else
+                        memstream.workload_stream(cfg.index, cfg.workload)).records
     else:
         blocks = n // 175
         starts = (4 << 32) + 64 * rng.integers(0, (1 << 30) // 64, blocks, dtype=np.uint64)
@@ -116,7 +120,8 @@ def run(cfg: Config, progress=None) -> dict:
                     "loadavg_before_after": None},
         "config": {"machine_spec": cfg.machine, "tier": cfg.tier, "accesses": cfg.accesses,
                    "reps": cfg.reps, "index": str(cfg.index) if cfg.index else None,
-                   "workload": str(cfg.workload) if cfg.workload else None},
+                   "workload": str(cfg.workload) if cfg.workload else None,
+                   "trace": str(cfg.trace) if cfg.trace else None},
         "streams": rows,
         "target": {"stream": key, "accesses_per_s": TARGET,
                    "measured": main["accesses_per_s"],

@@ -56,7 +56,7 @@ def _config(ffi, spec, mode: str, cycle_ns: float):
         cfg.region_serial[r] = 0
     outstanding = max(1, share.max_outstanding)
     cfg.fill_buffers = 1 if mode == "unloaded" else outstanding
-    cfg.window_accesses = 1 if mode == "unloaded" else 1 << 30
+    cfg.window_ns = 1.0 if mode == "unloaded" else 1e12  # saturated: no reach limit
     cfg.cpu_ns_per_access = cycle_ns if mode == "unloaded" else 0.0
     t = cfg.tier[0]
     t.lat_seq_ns, t.lat_random_ns = share.lat_seq_ns, share.lat_random_ns
