@@ -180,3 +180,28 @@ def test_embedded_rows_per_region_and_for_a_selection(tmp_path, capsys):
     rc, _, err = _run(capsys, "sim", "run", "--backend", "embedded", "optane-dcpmm-g1", str(s),
                       "--out", str(tmp_path / "c"), "--region", "nowhere")
     assert rc == 2 and "unknown region 'nowhere'" in err
+
+
+def test_stream_from_a_recorded_trace(tmp_path, capsys):
+    """A memory trace (traces/memtrace.md) through the cache filter of a
+    machine: a line read twice leaves the caches once; a fresh line each time
+    leaves them every time."""
+    import numpy as np
+
+    from tierlab.experiments.sims import stream as st
+    from tierlab.traces import memtrace
+
+    rec = np.zeros(300, dtype=memtrace.RECORD)
+    rec["addr"] = (1 << 30) + np.arange(300) * 4096 * 7  # scattered lines: no prefetch helps
+    rec["addr"][150:] = rec["addr"][:150]              # the same lines again: cache hits
+    rec["size"], rec["region"] = 8, 3
+    trace = memtrace.write(tmp_path / "t.bin", rec)
+    out = tmp_path / "s.memreq"
+    rc, text, err = _run(capsys, "sim", "stream", "--from-trace", str(trace), "--no-prefetch",
+                         "--out", str(out))
+    assert rc == 0, err
+    recs = st.read(out)
+    assert (recs["kind"] == st.READ).sum() == 150 and set(recs["region"].tolist()) == {3}
+    rc, _, err = _run(capsys, "sim", "stream", "--from-trace", str(out), "--out",
+                      str(tmp_path / "x"))
+    assert rc == 2 and "not a memory trace" in err

@@ -45,14 +45,26 @@ def register(sub) -> None:
     cmds = p.add_subparsers(dest="command", metavar="COMMAND")
     cmds.required = True
 
-    s = cmds.add_parser("stream", help="write a synthetic memory stream (sequential or random "
-                        "line reads)", description="Write COUNT line reads as a memory-side "
-                        "stream file (tierlab_mem_request records, tierlab.h): sequential from "
-                        "address 0, or random lines (seeded) in SPAN bytes. The reference "
-                        "streams of the cross-validation (docs/simulators.md).",
-                        epilog="example:\n  tierlab sim stream --pattern random --count 50000 "
-                        "--out random.memreq", formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("--pattern", choices=("sequential", "random"), required=True)
+    s = cmds.add_parser("stream", help="write a memory stream: synthetic line reads, or a "
+                        "recorded memory trace through the cache filter",
+                        description="Write a memory-side stream file (tierlab_mem_request "
+                        "records, tierlab.h). --pattern: COUNT line reads, sequential from "
+                        "address 0 or random lines (seeded) in SPAN bytes, the reference streams "
+                        "of the cross-validation (docs/simulators.md). --from-trace: the "
+                        "accesses of a recorded memory trace (`tierlab trace memory`) through "
+                        "the cache filter of a machine spec (tierlab list machines).",
+                        epilog="examples:\n  tierlab sim stream --pattern random --count 50000 "
+                        "--out random.memreq\n  tierlab sim stream --from-trace t/memtrace.bin "
+                        "--machine xeon-gold-6252n --out and-h.memreq",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--pattern", choices=("sequential", "random"))
+    src.add_argument("--from-trace", metavar="TRACE", help="a recorded memory trace file")
+    s.add_argument("--machine", default="xeon-gold-6252n",
+                   help="machine spec whose caches filter --from-trace (default "
+                   "xeon-gold-6252n)")
+    s.add_argument("--no-prefetch", action="store_true",
+                   help="--from-trace without the machine's hardware prefetchers")
     s.add_argument("--count", type=positive_int, default=50_000, help="requests (default 50000)")
     s.add_argument("--span", type=size, default=1 << 30,
                    help="bytes the random lines are drawn from (default 1GiB)")
@@ -129,16 +141,27 @@ def _regions(args):
 
 
 def run_stream(args) -> int:
+    from tierlab.core.errors import TierlabError
     from tierlab.core.values import output_file
     from tierlab.engine.corpus import atomic_outputs
     from tierlab.experiments.sims import stream
 
     out = output_file(args.out, "--out")
-    recs = stream.synthetic(args.pattern, args.count, span_bytes=args.span, seed=args.seed,
-                            gap=args.gap)
+    if args.from_trace:
+        recs = stream.from_trace(args.from_trace, args.machine, prefetch=not args.no_prefetch)
+        what = (f"requests of {args.from_trace} through the caches of {args.machine} "
+                f"({int((recs['kind'] == stream.READ).sum())} reads, "
+                f"{int((recs['kind'] == stream.PREFETCH).sum())} prefetches, "
+                f"{int((recs['kind'] == stream.WRITEBACK).sum())} writebacks)")
+    else:
+        recs = stream.synthetic(args.pattern, args.count, span_bytes=args.span, seed=args.seed,
+                                gap=args.gap)
+        what = f"{args.pattern} line reads"
+    if len(recs) == 0:
+        raise TierlabError(f"{args.from_trace}: no request leaves the caches of {args.machine}")
     with atomic_outputs(out) as (tmp,):
         stream.write(tmp, recs)
-    print(f"{out}: {len(recs)} {args.pattern} line reads")
+    print(f"{out}: {len(recs)} {what}")
     return 0
 
 

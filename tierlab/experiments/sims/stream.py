@@ -97,6 +97,21 @@ def synthetic(pattern: str, count: int, *, span_bytes: int = 1 << 30, seed: int 
     return recs
 
 
+def from_trace(path: str | os.PathLike, machine: str = "xeon-gold-6252n", *,
+               prefetch: bool = True) -> np.ndarray:
+    """The memory-side stream of a recorded memory trace (`tierlab trace
+    memory`, traces/memtrace.md): its accesses through the cache filter of
+    the machine spec (tierlab.engine.memsim.Filter), in order."""
+    from tierlab.engine.memsim import Filter
+    from tierlab.traces import memtrace
+
+    _, records = memtrace.read(path)
+    if len(records) == 0:
+        raise TierlabError(f"{path}: the memory trace holds no accesses")
+    out = Filter(machine, prefetch=prefetch).run(records)
+    return out.view(DTYPE) if out.dtype != DTYPE else out
+
+
 def select(recs: np.ndarray, regions: list[int] | None) -> np.ndarray:
     """The requests of the given region numbers (all when None)."""
     if not regions:
