@@ -113,11 +113,14 @@ def compare(spec_names, streams: dict, work: Path, *, binaries=None, progress=No
 
 def default_streams(folder: Path, count: int) -> dict:
     """Sequential and random line reads (`tierlab sim stream`), written to folder."""
-    folder.mkdir(parents=True, exist_ok=True)
+    run.mkdir(folder)
     out = {}
     for pattern in st.PATTERNS:
         p = folder / f"{pattern}-{count}.memreq"
-        st.write(p, st.synthetic(pattern, count))
+        try:
+            st.write(p, st.synthetic(pattern, count))
+        except OSError as e:
+            raise TierlabError(f"cannot write {p}: {e.strerror or e}") from None
         out[pattern] = p
     return out
 

@@ -71,6 +71,15 @@ def load_stream(path, *, regions=None, reads_only=False) -> np.ndarray:
     return st.compact(recs)
 
 
+def mkdir(path: Path) -> Path:
+    """Create a folder (and its parents); one line if the system refuses."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TierlabError(f"cannot create {path}: {e.strerror or e}") from None
+    return path
+
+
 def _write(path: Path, data) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -79,6 +88,8 @@ def _write(path: Path, data) -> None:
         else:
             tmp.write_text(data)
         os.replace(tmp, path)
+    except OSError as e:
+        raise TierlabError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -87,7 +98,7 @@ def generate_mode(backend: str, spec, dram, recs: np.ndarray, mode: str, d: Path
                   head: str) -> dict:
     """Write the files of one back-end and mode into folder d; returns
     {files: [...], run: (argv builder), parse info}."""
-    d.mkdir(parents=True, exist_ok=True)
+    mkdir(d)
     files = []
     if backend == "ramulator2":
         trace_name = "loadstore.trace" if mode == "saturated" else "simpleo3.trace"
@@ -207,8 +218,7 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
         vans.check_spec(spec)
     recs = load_stream(stream_path, regions=regions, reads_only=reads_only)
     head = header(spec, stream_path)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = mkdir(Path(out))
     region = ",".join(regions_names(regions)) if regions else "all"
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     run_id = new_run_id()
@@ -235,7 +245,7 @@ def run(backend: str, spec_name: str, stream_path, out, *, modes=MODES, regions=
         label = f"{backend} {spec.name} {mode}"
         if backend == "vans":
             shutil.rmtree(d / "vans_dump", ignore_errors=True)
-            (d / "vans_dump").mkdir()
+            mkdir(d / "vans_dump")
         wall = _run_binary(g["argv"](exe), d / f"{backend}.log", d, label, progress)
         log = (d / f"{backend}.log").read_text(errors="replace")
         if backend == "ramulator2":
