@@ -89,6 +89,7 @@ bench: venv build
 	$(BIN)/tierlab bench cache --out bench/results/cache.json
 	$(BIN)/tierlab bench model --out bench/results/model.json
 	$(BIN)/tierlab bench memtrace --out bench/results/memtrace.json --lackey-queries 3
+	$(BIN)/tierlab sim compare --out bench/results/sims.json
 	$(BIN)/tierlab bench memsim --out bench/results/memsim.json
 	rm -rf bench/results/reference-compare  # cells of an older model would be reused
 	$(BIN)/tierlab model reference --compare --out bench/results/reference-compare --no-progress > bench/results/reference-compare.txt

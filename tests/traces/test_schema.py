@@ -36,16 +36,22 @@ GOLDEN_V3 = {
     "memtrace_summary": ["trace_id", "codec", "placement", "k", "every", "max_bytes", "sampling",
                          "query_id", "query_type", "region", "accesses", "loads", "stores",
                          "bytes", "distinct_lines", "stack_accesses", "line_bytes"],
+    # v5 (issue 22) added sim_run
+    "sim_run": ["run_id", "source", "started_at", "tierlab_version", "spec", "tier", "stream",
+                "mode", "region", "reads", "writes", "read_latency_mean_ns",
+                "read_latency_p50_ns", "read_latency_p99_ns", "total_ns",
+                "read_bandwidth_bytes_per_s", "wall_s", "params"],
 }
 KEYS = {"run": ["run_id"], "query": ["run_id", "query_id"],
         "term": ["run_id", "query_id", "term_pos"], "cache_run": ["run_id"],
         "cache_query": ["run_id", "core", "query_id"],
         "cache_timeline": ["run_id", "core", "t_ns"], "validation": ["row_id"],
-        "memtrace_summary": ["trace_id", "query_id", "region"]}
+        "memtrace_summary": ["trace_id", "query_id", "region"],
+        "sim_run": ["run_id", "mode", "region"]}
 
 
 def test_golden_columns():
-    assert schema.version() == 4
+    assert schema.version() == 5
     for table, cols in GOLDEN_V3.items():
         assert schema.arrow_schema(table).names == cols
     assert {t: schema.key(t) for t in schema.tables()} == KEYS
@@ -163,7 +169,8 @@ def test_csv_floats_nan_and_columns_in_any_order(tmp_path):
 def test_csv_that_is_no_table_says_what_differs(tmp_path):
     p = tmp_path / "x.csv"
     p.write_text("run_id,source,query_id,colour\nr,measured,0,red\n")
-    with pytest.raises(TierlabError, match=f"header is no table of schema v{schema.version()} \\(nearest "):
+    with pytest.raises(TierlabError, match=f"header is no table of schema v{schema.version()} "
+                       "\\(nearest "):
         schema.read_table(p)
     p.write_text("")
     with pytest.raises(TierlabError, match="empty"):

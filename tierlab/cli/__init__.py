@@ -24,10 +24,10 @@ import sys  # noqa: E402
 from tierlab import __version__  # noqa: E402
 from tierlab.core import signals  # noqa: E402
 from tierlab.core.errors import TierlabError  # noqa: E402
-from tierlab.cli import (apcache, bench, corpus, index, list_, model, query, trace,  # noqa: E402
-               validate, workload)
+from tierlab.cli import (apcache, bench, corpus, index, list_, model, query, sim,  # noqa: E402
+               trace, validate, workload)
 
-GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model, validate]
+GROUPS = [list_, bench, corpus, workload, index, query, trace, apcache, model, validate, sim]
 
 
 class Parser(argparse.ArgumentParser):

@@ -135,7 +135,7 @@ def _kind(base: Path, t) -> None:
         if t.rows_in_files != len(df):
             print(f"  ({t.rows_in_files:,} rows in the files; a row in several files counted "
                   f"once)")
-    if len(df):
+    if len(df) and t.name in _SUMMARY:  # a table kind without a summary is only counted
         _SUMMARY[t.name](df)
 
 
@@ -222,6 +222,17 @@ def _validation(df) -> None:
                   f"{_signed(r.latency_p99_ns_rel_error)}: {r.diagnosis}")
 
 
+def _sim_run(df) -> None:
+    for _, r in df.head(MANY).iterrows():
+        lat = "-" if _nan(r.read_latency_mean_ns) else f"{r.read_latency_mean_ns:,.1f} ns"
+        bw = "-" if _nan(r.read_bandwidth_bytes_per_s) else \
+            f"{r.read_bandwidth_bytes_per_s / 1e9:,.2f} GB/s"
+        print(f"  {r['source']:<10} {r['spec']:<16} {r['mode']:<9} {r['region']:<8} "
+              f"{r['reads']:>10,} reads  mean read latency {lat:>10}  {bw:>11}")
+    if len(df) > MANY:
+        print(f"  ... and {len(df) - MANY:,} more")
+
+
 def _memtrace_summary(df) -> None:
     for tid, g in df.groupby("trace_id"):
         r = g.iloc[0]
@@ -246,7 +257,8 @@ def _region_table(df) -> None:
 
 _SUMMARY = {"run": _run, "query": _query, "term": _term, "cache_run": _cache_run,
             "cache_query": _cache_query, "cache_timeline": _cache_timeline,
-            "validation": _validation, "memtrace_summary": _memtrace_summary}
+            "validation": _validation, "memtrace_summary": _memtrace_summary,
+            "sim_run": _sim_run}
 
 
 # --- tierlab trace memory ----------------------------------------------------------------------
