@@ -9,7 +9,6 @@ workload, structure, tier, qps, qps_dram, qps_roofline, machine, cores).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +16,8 @@ import matplotlib
 matplotlib.use("Agg")  # headless: called from the CLI and from workflow rules
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+from tierlab.core.files import save_figure  # noqa: E402
 
 
 def plot_placements(df, path, dpi: int = 130) -> Path:
@@ -47,18 +48,16 @@ def plot_placements(df, path, dpi: int = 130) -> Path:
         ax.set_xticks(x, structures)
         ax.set_title(f"{w} ({d['codec'].iloc[0]})", fontsize=10)
         ax.set_ylabel("predicted QPS")
-        lo = float(np.nanmin(d["qps"])) * 0.9
-        ax.set_ylim(bottom=max(0.0, lo))
+        ax.set_ylim(bottom=0.0)  # bars from zero: their heights are the QPS ratios
     h, lab = axes[0][0].get_legend_handles_labels()
     fig.legend(h, lab, loc="lower center", ncol=min(len(lab), 4), fontsize=8)
     r = df.iloc[0]
-    fig.suptitle(f"one structure on a tier, the rest in DRAM: {r['machine']}, "
+    fig.suptitle(f"one structure on a tier, the rest in DRAM\n{r['machine']}, "
                  f"{int(r['cores'])} cores sharing each tier", fontsize=10)
-    fig.tight_layout(rect=(0, 0.1, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.1, 1, 0.92))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    fig.savefig(tmp, dpi=dpi)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    try:
+        return save_figure(fig, path, dpi=dpi)
+    finally:
+        plt.close(fig)

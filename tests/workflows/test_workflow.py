@@ -21,7 +21,7 @@ SCHEMA = WF / "workflow" / "schemas" / "config.schema.yaml"
 # the figures and tables of the report, with the rule file naming their captions
 REPORTED = ["codec-pareto.png", "qps-vs-index-size.png", "cache-curves.png", "miss-rate.png",
             "lookahead-timeline.png", "dram-saved.png", "parity.png",
-            "validation-targets.csv", "stage_times.csv"]
+            "validation-targets.csv", "stage_times.csv", "placements.png"]
 
 
 def test_schema_refers_to_the_run_spec_instead_of_copying_it():
@@ -51,6 +51,31 @@ def test_a_bad_config_is_refused_naming_the_key(tmp_path, bad, message):
     assert message in r.stdout + r.stderr
 
 
+@pytest.mark.parametrize("memory, message", [
+    ({"backend": "dramsim"}, "dramsim"),
+    ({"backend": "vans", "binary": ""}, "TIERLAB_VANS"),
+])
+def test_a_memory_tier_backend_it_cannot_run_is_refused(tmp_path, monkeypatch, memory, message):
+    monkeypatch.delenv("TIERLAB_VANS", raising=False)
+    cfg = yaml.safe_load((WF / "config" / "tiny.yaml").read_text())
+    cfg["memory_tiers"] = memory
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    r = snakemake(tmp_path, "-n", "--configfile", tmp_path / "c.yaml")
+    assert r.returncode != 0
+    assert message in r.stdout + r.stderr
+
+
+def test_memory_tier_jobs_per_codec_workload_and_tier(tmp_path):
+    cfg = yaml.safe_load((WF / "config" / "tiny.yaml").read_text())
+    r = snakemake(tmp_path, "-n", "--configfile", WF / "config" / "tiny.yaml")
+    assert r.returncode == 0, r.stdout[-3000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, re.M))
+    n = len(cfg["codecs"])  # one workload
+    assert int(jobs["trace_memory"]) == int(jobs["memory_stream"]) == n
+    assert int(jobs["memory_placements"]) == n
+    assert int(jobs["sim_run"]) == n * len(cfg["memory_tiers"]["tiers"])
+
+
 def test_cells_are_the_rows_of_tierlab_validate_on_the_same_grid(tmp_path):
     """The workflow's APCache jobs are `tierlab validate`'s rows: same ids."""
     from tierlab.experiments import validate
@@ -76,7 +101,11 @@ def test_tiny_config_runs_locally_into_result_tables(tiny_local):
                      ("query", "query/vbyte/single-H-n30-rp0.5-s1/query.parquet"),
                      ("cache_run", "validate/measured.parquet"),
                      ("cache_run", "validate/model.parquet"),
-                     ("validation", "validate/validation.csv")]:
+                     ("validation", "validate/validation.csv"),
+                     ("memtrace_summary",
+                      "memory/trace/vbyte/single-H-n30-rp0.5-s1/memtrace_summary.parquet"),
+                     ("sim_run", "memory/sim/optane-dcpmm-g1/pfor-delta256/single-H-n30-rp0.5-s1/"
+                      "sim_run.csv")]:
         name, df = read_table(r / f)
         assert name == table and len(df), f
     rows = sorted((r / "validate" / "rows").iterdir())
@@ -86,7 +115,7 @@ def test_tiny_config_runs_locally_into_result_tables(tiny_local):
             assert read_table(row / side / "cache_run.parquet")[0] == "cache_run"
     stages = {line.split(",")[0] for line in (r / "stage_times.csv").read_text().splitlines()[1:]}
     assert {"corpus", "index", "workloads", "query", "costs", "bench", "apcache", "model",
-            "validation", "figures"} <= stages
+            "validation", "figures", "memory"} <= stages
     # one benchmark file per job: every rule has `benchmark:`
     assert len(list((r / "benchmarks" / "apcache").glob("*.tsv"))) == 4
 
