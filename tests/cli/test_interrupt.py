@@ -404,8 +404,12 @@ def test_model_sweep_stopped_or_killed(inputs, tmp_path, rng, live):
         with check(signal.Signals(sig).name):
             rc, err = run.finish()
             run.assert_gone()
-            if not sent[run]:  # it ended first: this machine was faster than expected
-                assert rc == 0 and len(_cells(outs[sig])[0]) == 4, err
+            done = len(_cells(outs[sig])[0]) == 4
+            if not sent[run] or (sig != KILL and rc in (0, -sig) and done):
+                # it ended first (this machine was faster than expected), or the
+                # signal came while the finished sweep's interpreter was exiting,
+                # its handlers restored: all cells merged either way
+                assert rc in (0, -sig) and done, err
             elif sig == KILL:
                 assert rc == -KILL
             else:
