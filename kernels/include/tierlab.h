@@ -1146,8 +1146,9 @@ void tierlab_filter_get_counts(const tierlab_filter *f, tierlab_filter_counts *o
  * of granules (8-way set-associative); sequential latency for a line that
  * follows the tier's previous line or falls in its granule, random latency
  * otherwise, buffer hits at the sequential latency; demand reads overlap in
- * epochs (memory-level parallelism) of at most min(fill_buffers, the tier's
- * max_outstanding) misses within `window_ns` of core time after the epoch's
+ * epochs (memory-level parallelism) of at most fill_buffers misses, of which
+ * at most the tier's max_outstanding open a granule (media accesses; the
+ * other lines of an open granule come from its buffer), within `window_ns` of core time after the epoch's
  * first miss (the reorder buffer's reach), an epoch costing its longest latency; a miss of a `serial`
  * region (dependent loads: a search) is an epoch of its own; prefetches and
  * writebacks stall nothing but take device time; between epochs the device
@@ -1164,7 +1165,7 @@ typedef struct tierlab_tier_params {
     double write_bytes_per_s;     /* this core's share of the write bandwidth */
     uint32_t granule_bytes;       /* media access unit, >= line, power of two */
     uint32_t buffer_granules;     /* device buffer (0: none)                  */
-    uint32_t max_outstanding;     /* requests the tier serves at once, >= 1   */
+    uint32_t max_outstanding;     /* media accesses (granules) in flight, >= 1 */
     uint32_t pad;
 } tierlab_tier_params;
 

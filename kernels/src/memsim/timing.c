@@ -7,8 +7,10 @@
  * Karkhanis and Smith, ISCA 2004; Chou, Fahs and Abraham, ISCA 2004): reads
  * within `window_ns` of core time after the epoch's first read (the reorder
  * buffer's reach: misses further apart cannot be in flight together), at most
- * min(fill_buffers, max_outstanding of the first read's tier) of them, of one
- * query. A read of a serial region (dependent loads, a search) closes the
+ * at most fill_buffers of them (each 64 B miss holds a fill buffer), and at
+ * most max_outstanding media accesses of the first read's tier (reads that
+ * open a granule not in the tier's buffer: a 256 B XPLine serves the 64 B
+ * lines after its first from the buffer), of one query. A read of a serial region (dependent loads, a search) closes the
  * epoch before and after itself. The epoch costs its longest read latency.
  * Prefetches and writebacks add no latency; every request adds device time
  * (bytes that reach the media over this core's share of the tier's
@@ -44,7 +46,9 @@ struct tierlab_timing {
     uint8_t m_region[TL_EPOCH_MAX];
     uint32_t m_query[TL_EPOCH_MAX];
     double m_lat[TL_EPOCH_MAX];
-    uint32_t cap;          /* members allowed in this epoch */
+    uint32_t cap;          /* members allowed in this epoch (fill buffers) */
+    uint32_t media;        /* members that opened a granule (media accesses) */
+    uint32_t media_cap;    /* media accesses allowed (the tier's max_outstanding) */
     double span;           /* core ns since the epoch's first read */
     /* since the last close */
     double seg_cpu_ns;
@@ -80,6 +84,7 @@ void tierlab_timing_reset(tierlab_timing *t)
         x->dev_ns = 0;
     }
     t->members = 0;
+    t->media = 0;
     t->span = 0;
     t->seg_cpu_ns = 0;
     memset(t->seg_region_dev, 0, sizeof t->seg_region_dev);
@@ -192,6 +197,7 @@ static void tl_close(tierlab_timing *t, double *per_query, uint32_t nq)
     if (t->members)
         t->res.epochs++;
     t->members = 0;
+    t->media = 0;
     t->span = 0;
     t->seg_cpu_ns = 0;
     memset(t->seg_region_dev, 0, sizeof t->seg_region_dev);
@@ -210,7 +216,8 @@ void tierlab_timing_run(tierlab_timing *t, const tierlab_mem_request *req, size_
         if (t->seg_any && q->query != t->seg_query)
             tl_close(t, per_query, nq);
         double cpu = (double)q->gap * cpa;
-        if (t->members && (t->span + cpu > window || t->members >= t->cap))
+        if (t->members &&
+            (t->span + cpu > window || t->members >= t->cap || t->media >= t->media_cap))
             tl_close(t, per_query, nq);
         t->seg_cpu_ns += cpu;
         t->res.cpu_ns += cpu;
@@ -251,15 +258,15 @@ void tierlab_timing_run(tierlab_timing *t, const tierlab_mem_request *req, size_
         if (t->cfg.region_serial[r] && t->members)
             tl_close(t, per_query, nq);
         if (!t->members) {
-            uint32_t cap = x->p.max_outstanding < t->cfg.fill_buffers ? x->p.max_outstanding
-                                                                      : t->cfg.fill_buffers;
-            t->cap = cap < TL_EPOCH_MAX ? cap : TL_EPOCH_MAX;
+            t->cap = t->cfg.fill_buffers < TL_EPOCH_MAX ? t->cfg.fill_buffers : TL_EPOCH_MAX;
+            t->media_cap = x->p.max_outstanding;
             t->span = 0;
         }
         t->m_region[t->members] = r;
         t->m_query[t->members] = q->query;
         t->m_lat[t->members] = lat;
         t->members++;
+        t->media += (uint32_t)!hit;
         if (t->cfg.region_serial[r])
             tl_close(t, per_query, nq);
     }

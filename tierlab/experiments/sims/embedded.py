@@ -6,8 +6,9 @@ rows that compare one to one.
 - unloaded: one fill buffer and one outstanding request at the tier (every
   read an epoch of its own: its idle latency), the core spending
   CORE_CYCLE_NS per access the caches served (the request's gap);
-- saturated: no core time, as many fill buffers as the tier serves at once
-  (the spec's max_outstanding, as the model reads it), the tier's whole read bandwidth.
+- saturated: no core time, the tier's max_outstanding media accesses (granules)
+  in flight and fill buffers for all their lines (max_outstanding x the lines
+  of a granule), the tier's whole read bandwidth.
 
 Prefetch requests are timed as reads: the simulators' front ends cannot tell
 them apart and make every request that is not a writeback a read the core
@@ -55,14 +56,15 @@ def _config(ffi, spec, mode: str, cycle_ns: float):
         cfg.region_tier[r] = 0
         cfg.region_serial[r] = 0
     outstanding = max(1, share.max_outstanding)
-    cfg.fill_buffers = 1 if mode == "unloaded" else outstanding
+    granule = max(st.LINE, share.granule_bytes)
+    cfg.fill_buffers = 1 if mode == "unloaded" else outstanding * (granule // st.LINE)
     cfg.window_ns = 1.0 if mode == "unloaded" else 1e12  # saturated: no reach limit
     cfg.cpu_ns_per_access = cycle_ns if mode == "unloaded" else 0.0
     t = cfg.tier[0]
     t.lat_seq_ns, t.lat_random_ns = share.lat_seq_ns, share.lat_random_ns
     t.read_bytes_per_s = dimm_bandwidth(spec)
     t.write_bytes_per_s = share.write_bytes_per_s
-    t.granule_bytes = max(st.LINE, share.granule_bytes)
+    t.granule_bytes = granule
     t.buffer_granules = share.buffer_granules
     t.max_outstanding = 1 if mode == "unloaded" else outstanding
     return cfg
