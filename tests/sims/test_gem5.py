@@ -78,7 +78,7 @@ def test_packet_trace_parses_with_protobuf():
 def test_ticks_unloaded_spacing_and_saturated():
     recs = mixed_stream()
     sat = gem5.ticks(recs, "saturated", 600.0, 0.25)
-    assert (sat == 0).all()
+    assert (sat == 1000).all()  # all at once, at 1 ns: gem5 asserts a retry tick != 0
     un = gem5.ticks(recs, "unloaded", 600.0, 0.25)
     steps = np.diff(un.astype(np.int64))
     assert (steps >= 600_000).all()

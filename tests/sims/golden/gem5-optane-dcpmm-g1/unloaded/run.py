@@ -15,7 +15,9 @@ system.clk_domain = SrcClockDomain(clock="2GHz", voltage_domain=VoltageDomain())
 system.mem_ranges = [AddrRange(0, size=0x100000000), AddrRange(0x100000000, size=0x400000000)]
 system.membus = SystemXBar()
 system.system_port = system.membus.cpu_side_ports
-system.tgen = TrafficGen(config_file=os.path.join(HERE, "tgen.cfg"))
+# the generator idles from the trace's last packet to the state's end (tgen.cfg:
+# a margin for the slowest case); that is no lack of progress
+system.tgen = TrafficGen(config_file=os.path.join(HERE, "tgen.cfg"), progress_check="1s")
 system.tgen.port = system.membus.cpu_side_ports
 system.dram_ctrl = MemCtrl(dram=DDR4_2400_8x8(range=system.mem_ranges[0]))
 system.dram_ctrl.port = system.membus.mem_side_ports
