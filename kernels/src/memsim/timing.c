@@ -71,6 +71,17 @@ void tierlab_timing_free(tierlab_timing *t)
     free(t);
 }
 
+/* No epoch open, nothing accumulated since the last close. */
+static void tl_new_segment(tierlab_timing *t)
+{
+    t->members = 0;
+    t->media = 0;
+    t->span = 0;
+    t->seg_cpu_ns = 0;
+    memset(t->seg_region_dev, 0, sizeof t->seg_region_dev);
+    t->seg_any = 0;
+}
+
 void tierlab_timing_reset(tierlab_timing *t)
 {
     for (unsigned i = 0; i < t->cfg.tiers; i++) {
@@ -83,12 +94,7 @@ void tierlab_timing_reset(tierlab_timing *t)
         x->last_line = 0;
         x->dev_ns = 0;
     }
-    t->members = 0;
-    t->media = 0;
-    t->span = 0;
-    t->seg_cpu_ns = 0;
-    memset(t->seg_region_dev, 0, sizeof t->seg_region_dev);
-    t->seg_any = 0;
+    tl_new_segment(t);
     memset(&t->res, 0, sizeof t->res);
 }
 
@@ -196,12 +202,7 @@ static void tl_close(tierlab_timing *t, double *per_query, uint32_t nq)
     }
     if (t->members)
         t->res.epochs++;
-    t->members = 0;
-    t->media = 0;
-    t->span = 0;
-    t->seg_cpu_ns = 0;
-    memset(t->seg_region_dev, 0, sizeof t->seg_region_dev);
-    t->seg_any = 0;
+    tl_new_segment(t);
 }
 
 void tierlab_timing_run(tierlab_timing *t, const tierlab_mem_request *req, size_t n, int final,
